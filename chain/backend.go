@@ -1,0 +1,166 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+)
+
+// Message is one message of a conversation in the proxy's own neutral form;
+// each backend translates it to its wire protocol.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// Reasoning is hidden thinking, kept apart from Content so it never
+	// leaks into a reply.
+	Reasoning  string     `json:"reasoning_content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Name is the tool name of a tool message.
+	Name string `json:"name,omitempty"`
+}
+
+// ToolCall is a model's request to call a tool.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text the model wrote. It may be invalid JSON: the
+	// anti-loop counts that as a format error rather than failing the call.
+	Arguments string `json:"arguments"`
+}
+
+// Tool is a function offered to a model.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Params are the sampling options forwarded to a model. Nil means unset.
+type Params struct {
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	MaxTokens   *int     `json:"max_tokens,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+}
+
+// Request is one model call.
+type Request struct {
+	// Model is the upstream model name.
+	Model    string
+	Messages []Message
+	Tools    []Tool
+	Params   Params
+}
+
+// Chunk is a piece of a model's streamed answer. Backends deliver content and
+// reasoning as they arrive, and tool calls only once complete (fragments
+// assembled by index).
+type Chunk struct {
+	Content   string
+	Reasoning string
+	ToolCalls []ToolCall
+	// FinishReason is set on the last chunk: "stop", "length" or "tool_calls".
+	FinishReason string
+	// Usage is set on the last chunk when the upstream reported it.
+	Usage *Usage
+}
+
+// Usage counts tokens as OpenAI reports them.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// Add sums two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens, u.TotalTokens + v.TotalTokens}
+}
+
+// Backend is a model endpoint. Chat streams the answer to fn, which returns
+// an error to stop the stream; Chat returns once the answer is complete,
+// failed or ctx is done.
+type Backend interface {
+	Chat(ctx context.Context, req *Request, fn func(Chunk) error) error
+}
+
+// Prober is the optional capability of a backend that can check that its
+// upstream answers, without running a model.
+type Prober interface {
+	Probe(ctx context.Context) error
+}
+
+// Kinds of UpstreamError.
+const (
+	// KindConnect: the connection was refused or did not open in time; the
+	// node is treated as offline.
+	KindConnect = "connect"
+	// KindTimeout: the call outlived its deadline after connecting.
+	KindTimeout = "timeout"
+	// KindStatus: the upstream answered with an HTTP error status.
+	KindStatus = "status"
+	// KindProtocol: the upstream answered something that is not its protocol,
+	// or reported an error inside the stream.
+	KindProtocol = "protocol"
+)
+
+// UpstreamError is a failed call to a node.
+type UpstreamError struct {
+	Node    string
+	Kind    string
+	Status  int // HTTP status for KindStatus
+	Message string
+	Err     error
+}
+
+func (e *UpstreamError) Error() string {
+	msg := e.Message
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	if e.Status != 0 {
+		return fmt.Sprintf("node %s: upstream %s error (HTTP %d): %s", e.Node, e.Kind, e.Status, msg)
+	}
+	return fmt.Sprintf("node %s: upstream %s error: %s", e.Node, e.Kind, msg)
+}
+
+func (e *UpstreamError) Unwrap() error { return e.Err }
+
+// Offline reports whether the error means the node could not be reached.
+func (e *UpstreamError) Offline() bool { return e.Kind == KindConnect }
+
+// TransportError wraps an error of an HTTP round trip to node as an
+// UpstreamError with its kind. Context cancellation by the caller is returned
+// as is, so that a client going away is never blamed on the node.
+func TransportError(ctx context.Context, node string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ue *UpstreamError
+	if errors.As(err, &ue) {
+		return err
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	kind := KindProtocol
+	var opErr *net.OpError
+	var uErr *url.Error
+	switch {
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		kind = KindConnect
+	case errors.Is(err, syscall.ECONNREFUSED):
+		kind = KindConnect
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		kind = KindTimeout
+	case errors.As(err, &uErr) && uErr.Timeout():
+		kind = KindTimeout
+	}
+	return &UpstreamError{Node: node, Kind: kind, Err: err}
+}

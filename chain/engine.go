@@ -1,0 +1,300 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"chainproxy/antiloop"
+	"chainproxy/classify"
+	"chainproxy/config"
+	"chainproxy/tools"
+)
+
+// Model names that select the chain rather than a node.
+const (
+	ModelAuto      = "chain/auto"
+	ModelSimple    = "chain/simple"
+	ModelReflexive = "chain/reflexive"
+)
+
+// ErrUnknownModel is returned for a model that is neither a chain model nor a
+// node nor a node's model.
+var ErrUnknownModel = errors.New("unknown model")
+
+// ToolRunner executes server-side tools (tools.Registry).
+type ToolRunner interface {
+	Specs() []tools.Spec
+	Check(name string, args []byte) error
+	Call(ctx context.Context, name string, args []byte) (string, error)
+}
+
+// Deps are the collaborators of an Engine.
+type Deps struct {
+	// Backends holds every configured node's backend, by node name.
+	Backends map[string]Backend
+	// Tools runs server tools; nil offers none.
+	Tools ToolRunner
+	// Guard is the anti-loop state shared by replicas.
+	Guard *antiloop.Guard
+	// Classifier decides simple or reflexive.
+	Classifier *classify.Classifier
+	Logger     *slog.Logger
+	// Admission, when set, bounds concurrent calls per node.
+	Admission Admitter
+}
+
+// Admitter lets a model call wait its turn for a node. Acquire blocks until
+// the call may proceed or ctx is done; release must be called once.
+type Admitter interface {
+	Acquire(ctx context.Context, node string, batch bool) (release func(), err error)
+}
+
+// Node is a configured model endpoint.
+type Node struct {
+	config.Node
+	Backend Backend
+}
+
+// Engine runs requests. It is safe for concurrent use.
+type Engine struct {
+	cfg        *config.Config
+	nodes      map[string]*Node
+	order      []*Node
+	byModel    map[string]*Node
+	runner     ToolRunner
+	specs      []Tool
+	readOnly   map[string]bool
+	toolNames  []string
+	guard      *antiloop.Guard
+	classifier *classify.Classifier
+	admission  Admitter
+	offline    *offlineSet
+	log        *slog.Logger
+}
+
+// New builds an Engine over the configured nodes.
+func New(cfg *config.Config, deps Deps) (*Engine, error) {
+	e := &Engine{
+		cfg:        cfg,
+		nodes:      map[string]*Node{},
+		byModel:    map[string]*Node{},
+		runner:     deps.Tools,
+		readOnly:   map[string]bool{},
+		guard:      deps.Guard,
+		classifier: deps.Classifier,
+		admission:  deps.Admission,
+		offline:    newOfflineSet(30*time.Second, time.Now),
+		log:        deps.Logger,
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.classifier == nil {
+		e.classifier = classify.New(cfg.Classify, nil)
+	}
+	if e.guard == nil {
+		return nil, errors.New("chain: an anti-loop guard is required")
+	}
+	for _, n := range cfg.Nodes {
+		b, ok := deps.Backends[n.Name]
+		if !ok {
+			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
+		}
+		node := &Node{Node: n, Backend: b}
+		e.nodes[n.Name] = node
+		e.order = append(e.order, node)
+		if _, dup := e.byModel[n.Model]; !dup {
+			e.byModel[n.Model] = node
+		}
+	}
+	if e.runner != nil {
+		for _, s := range e.runner.Specs() {
+			e.specs = append(e.specs, Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+			e.readOnly[s.Name] = s.ReadOnly
+			e.toolNames = append(e.toolNames, s.Name)
+		}
+	}
+	return e, nil
+}
+
+// Nodes returns the configured nodes in configuration order.
+func (e *Engine) Nodes() []*Node { return e.order }
+
+// ServerTools names the server tools offered to tool-using stages.
+func (e *Engine) ServerTools() []string { return e.toolNames }
+
+// Route is where a model name sends a request.
+type Route struct {
+	// Mode is "" for chain/auto (classify), else the forced mode.
+	Mode string
+	// Node is set when the model names a node directly.
+	Node string
+}
+
+// Resolve maps a request's model field to a Route.
+func (e *Engine) Resolve(model string) (Route, error) {
+	switch model {
+	case ModelAuto:
+		return Route{}, nil
+	case ModelSimple:
+		return Route{Mode: ModeSimple}, nil
+	case ModelReflexive:
+		return Route{Mode: ModeReflexive}, nil
+	}
+	if n, ok := e.nodes[model]; ok {
+		return Route{Mode: ModeSimple, Node: n.Name}, nil
+	}
+	if n, ok := e.byModel[model]; ok {
+		return Route{Mode: ModeSimple, Node: n.Name}, nil
+	}
+	return Route{}, fmt.Errorf("%w %q", ErrUnknownModel, model)
+}
+
+// ToolChoice is the client's tool_choice: Mode "auto" (or ""), "none",
+// "required" or "function" with Name.
+type ToolChoice struct {
+	Mode string
+	Name string
+}
+
+// RunRequest is one request to answer.
+type RunRequest struct {
+	TraceID string
+	// Model is the client's model field, resolved with Resolve.
+	Model string
+	// ForcedMode comes from the X-Chain-Mode header ("" = not forced).
+	ForcedMode string
+	// Category is the route category (X-Chain-Category).
+	Category string
+	// Conversation keys the anti-loop's per-conversation state.
+	Conversation string
+	Messages     []Message
+	// ClientTools are tools the client executes itself.
+	ClientTools []Tool
+	ToolChoice  ToolChoice
+	Params      Params
+	// Batch marks a batch-priority request (queued behind interactive ones).
+	Batch bool
+}
+
+// Result is the answer of a run.
+type Result struct {
+	// Message is the final assistant message.
+	Message      Message
+	FinishReason string
+	Trace        Trace
+	// Streamed is true when the answer's content went out as EventDelta.
+	Streamed bool
+}
+
+// Failure is a run that produced no answer; it carries the trace so that the
+// client sees what was tried.
+type Failure struct {
+	Trace Trace
+	Err   error
+}
+
+func (f *Failure) Error() string { return "chain: " + f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// ErrAllStagesFailed is the cause of a Failure where no stage produced
+// anything usable.
+var ErrAllStagesFailed = errors.New("every stage of the chain failed")
+
+// Run answers req. emit, when not nil, receives the run's events as they
+// happen on the caller's goroutine; an error from emit ends the run with it.
+func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) error) (*Result, error) {
+	route, err := e.Resolve(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	if emit == nil {
+		emit = func(Event) error { return nil }
+	}
+	r := &run{e: e, req: req, emit: emit, left: e.cfg.Chain.MaxTotalTurns, log: e.log.With("req_id", req.TraceID)}
+	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
+	r.trace.Stages = []StageTrace{}
+	if err := emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
+		return nil, err
+	}
+	if r.trace.Mode == ModeSimple {
+		node := route.Node
+		if node == "" {
+			node = e.cfg.Chain.SimpleNode
+		}
+		return r.simple(ctx, e.nodes[node])
+	}
+	return r.reflexive(ctx)
+}
+
+// decide picks the mode and says why.
+func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
+	switch {
+	case route.Node != "":
+		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}
+	case len(req.ClientTools) > 0:
+		return ModeSimple, []string{"client tools: simple mode"}
+	case route.Mode != "":
+		return route.Mode, []string{"forced by model " + req.Model}
+	case req.ForcedMode != "":
+		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}
+	}
+	d := e.classifier.Classify(lastUserText(req.Messages), req.Category)
+	return d.Mode, d.Reasons
+}
+
+// MarkOnline forgets that a node was found offline, after a probe reached it.
+func (e *Engine) MarkOnline(node string) { e.offline.clear(node) }
+
+// MarkOffline remembers a node as offline, after a probe failed to connect.
+func (e *Engine) MarkOffline(node string) { e.offline.mark(node) }
+
+func lastUserText(msgs []Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "user" {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+// joinNonEmpty joins the non-empty parts with sep.
+func joinNonEmpty(sep string, parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// Probe checks that node answers, and updates what the engine remembers of
+// it: a node reached again is no longer skipped as offline.
+func (e *Engine) Probe(ctx context.Context, node string) error {
+	n, ok := e.nodes[node]
+	if !ok {
+		return fmt.Errorf("%w %q", ErrUnknownModel, node)
+	}
+	p, ok := n.Backend.(Prober)
+	if !ok {
+		return nil
+	}
+	err := p.Probe(ctx)
+	var ue *UpstreamError
+	switch {
+	case err == nil:
+		e.offline.clear(node)
+	case errors.As(err, &ue) && ue.Offline():
+		e.offline.mark(node)
+	}
+	return err
+}

@@ -1,0 +1,38 @@
+package chain
+
+// Event kinds, in the order a run emits them.
+const (
+	EventClassified = "classified"
+	EventStageStart = "stage_start"
+	EventTurn       = "turn"
+	EventTool       = "tool"
+	EventStageEnd   = "stage_end"
+	// EventDelta carries a piece of the final answer (Content) or of its
+	// hidden reasoning (Reasoning); only the answering stage emits them.
+	EventDelta = "delta"
+)
+
+// Event is a step of a run, reported as it happens so that a streaming
+// client can follow the chain live.
+type Event struct {
+	Kind string
+	// Stage is the index of the stage in the trace.
+	Stage int
+	Node  string
+	Model string
+	// Turn is the stage's turn number, from 1.
+	Turn int
+	// MaxTurns and Tools describe a starting stage.
+	MaxTurns int
+	Tools    bool
+	// Mode and Reasons describe the classification.
+	Mode    string
+	Reasons []string
+	// ToolUse is the tool call of an EventTool.
+	ToolUse *ToolUse
+	// StageTrace is the finished stage of an EventStageEnd.
+	StageTrace *StageTrace
+	// Content and Reasoning are the text of an EventDelta.
+	Content   string
+	Reasoning string
+}

@@ -1,0 +1,372 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// run is the state of one request.
+type run struct {
+	e     *Engine
+	req   *RunRequest
+	emit  func(Event) error
+	trace Trace
+	// left is what remains of the global turn budget.
+	left int
+	// streamed is set once answer content went out as EventDelta.
+	streamed bool
+	log      *slog.Logger
+}
+
+// stage is one stage being run.
+type stage struct {
+	idx      int
+	node     *Node
+	cfg      stageConfig
+	allowed  int  // turns this stage may use
+	answers  bool // the answering stage: its content streams to the client
+	tools    []Tool
+	msgs     []Message
+	st       StageTrace
+	started  time.Time
+	content  []string // content of each turn, in order
+	evidence []evidence
+	seen     map[uint64]struct{}
+	fmtErrs  int
+	stop     string // stop status, "" while running
+	reason   string // last reasoning text
+}
+
+type stageConfig struct {
+	maxTurns int
+	tools    bool
+	prompt   string
+}
+
+// evidence is a tool call and what it returned, kept for later stages.
+type evidence struct {
+	name, args, status, result string
+}
+
+func (s *stage) answer() string { return strings.Join(s.content, "") }
+
+// reachableAfter counts the stages after i whose node is not known offline.
+func (r *run) reachableAfter(i int) int {
+	n := 0
+	for _, s := range r.e.cfg.Chain.Stages[i+1:] {
+		if !r.e.offline.isOffline(s.Node) {
+			n++
+		}
+	}
+	return n
+}
+
+// reflexive runs the configured stages in order.
+func (r *run) reflexive(ctx context.Context) (*Result, error) {
+	stages := r.e.cfg.Chain.Stages
+	var done []*stage
+	var last *stage // last stage that produced something usable
+	for i, sc := range stages {
+		node := r.e.nodes[sc.Node]
+		after := r.reachableAfter(i)
+		s := r.newStage(len(r.trace.Stages), node, stageConfig{maxTurns: sc.MaxTurns, tools: sc.Tools, prompt: sc.Prompt})
+		s.answers = after == 0
+		s.allowed = min(sc.MaxTurns, r.left-after)
+		if s.answers && s.cfg.tools && s.allowed > 1 && s.allowed >= r.left {
+			// Keep one turn for the final call without tools.
+			s.allowed = r.left - 1
+		}
+		s.allowed = max(s.allowed, 1)
+		s.msgs = r.stageMessages(s, done, i, len(stages))
+		if err := r.startStage(s); err != nil {
+			return nil, err
+		}
+		if r.e.offline.isOffline(node.Name) {
+			s.stop = StageSkippedOffline
+			s.st.Error = "node " + node.Name + " is offline (remembered for 30s)"
+		} else if err := r.turns(ctx, s); err != nil {
+			if fatal(ctx, err) {
+				return nil, err
+			}
+			r.stageError(s, err)
+		}
+		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline {
+			if err := r.finalCall(ctx, s); err != nil {
+				if fatal(ctx, err) {
+					return nil, err
+				}
+				r.stageError(s, err)
+			}
+		}
+		if err := r.endStage(s); err != nil {
+			return nil, err
+		}
+		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline {
+			done = append(done, s)
+			last = s
+		}
+	}
+	if last == nil {
+		return nil, &Failure{Trace: r.trace, Err: ErrAllStagesFailed}
+	}
+	if last.answer() == "" && len(last.evidence) > 0 && !last.answers {
+		// The stages after it failed: the last one that worked answers from
+		// what it gathered, without tools.
+		if err := r.finalCall(ctx, last); err != nil && fatal(ctx, err) {
+			return nil, err
+		}
+		r.trace.Stages[last.idx] = last.st
+	}
+	return r.result(ctx, last)
+}
+
+// simple answers with one node, tools and guards included.
+func (r *run) simple(ctx context.Context, node *Node) (*Result, error) {
+	s := r.newStage(0, node, stageConfig{maxTurns: r.left, tools: r.e.runner != nil})
+	s.answers = true
+	s.allowed = r.left
+	client := len(r.req.ClientTools) > 0
+	if client {
+		s.cfg.tools = false
+	} else if s.cfg.tools && s.allowed > 1 {
+		s.allowed--
+	}
+	if s.cfg.tools {
+		s.msgs = append([]Message{{Role: "system", Content: r.simplePrompt(s)}}, r.req.Messages...)
+	} else {
+		s.msgs = append([]Message(nil), r.req.Messages...)
+	}
+	if err := r.startStage(s); err != nil {
+		return nil, err
+	}
+	var msg *Message
+	var err error
+	if client {
+		msg, err = r.clientTurns(ctx, s)
+	} else {
+		err = r.turns(ctx, s)
+		if err == nil && s.stop != "" {
+			err = r.finalCall(ctx, s)
+		}
+	}
+	if err != nil {
+		if fatal(ctx, err) {
+			return nil, err
+		}
+		r.stageError(s, err)
+		if eerr := r.endStage(s); eerr != nil {
+			return nil, eerr
+		}
+		return nil, &Failure{Trace: r.trace, Err: err}
+	}
+	if err := r.endStage(s); err != nil {
+		return nil, err
+	}
+	if msg != nil {
+		return &Result{Message: *msg, FinishReason: "tool_calls", Trace: r.trace, Streamed: r.streamed}, nil
+	}
+	return r.result(ctx, s)
+}
+
+func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
+	return &stage{
+		idx: idx, node: node, cfg: cfg, started: time.Now(),
+		st:   StageTrace{Node: node.Name, Model: node.Model, ToolsUsed: []ToolUse{}},
+		seen: map[uint64]struct{}{},
+	}
+}
+
+func (r *run) startStage(s *stage) error {
+	if s.cfg.tools {
+		s.tools = r.e.specs
+	}
+	r.trace.Stages = append(r.trace.Stages, s.st)
+	return r.emit(Event{Kind: EventStageStart, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, MaxTurns: s.allowed, Tools: len(s.tools) > 0})
+}
+
+func (r *run) endStage(s *stage) error {
+	if s.stop == "" {
+		s.stop = StageOK
+	}
+	s.st.Status = s.stop
+	s.st.DurationMS = time.Since(s.started).Milliseconds()
+	r.trace.Stages[s.idx] = s.st
+	st := s.st
+	r.log.Debug("stage end", "stage", s.idx, "node", s.node.Name, "status", st.Status, "turns", st.Turns, "dur_ms", st.DurationMS)
+	return r.emit(Event{Kind: EventStageEnd, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, StageTrace: &st})
+}
+
+// stageError records why a stage could not go on.
+func (r *run) stageError(s *stage, err error) {
+	var ue *UpstreamError
+	if errors.As(err, &ue) && ue.Offline() {
+		r.e.offline.mark(s.node.Name)
+		if s.st.Turns <= 1 && len(s.content) == 0 {
+			s.stop = StageSkippedOffline
+			s.st.Turns = 0
+		} else {
+			s.stop = StageFailed
+		}
+	} else {
+		s.stop = StageFailed
+	}
+	s.st.Error = err.Error()
+	r.log.Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
+}
+
+// turns is a stage's turn loop: call the model, run the tool calls it asks
+// for, feed the results back, until it answers without tools or a guard or
+// budget stops it.
+func (r *run) turns(ctx context.Context, s *stage) error {
+	for s.st.Turns < s.allowed {
+		msg, err := r.call(ctx, s, s.tools)
+		if err != nil {
+			return err
+		}
+		if len(msg.ToolCalls) == 0 || len(s.tools) == 0 {
+			return nil
+		}
+		s.msgs = append(s.msgs, msg)
+		results, err := r.execBatch(ctx, s, msg.ToolCalls)
+		if err != nil {
+			return err
+		}
+		s.msgs = append(s.msgs, results...)
+		if s.stop != "" {
+			return nil
+		}
+	}
+	// The budget ran out while the model still asked for tools.
+	s.stop = StageStoppedBudget
+	return nil
+}
+
+// finalCall turns what a stopped stage gathered into an answer with one more
+// call offering no tools (design 003). It counts toward the global budget,
+// not the stage's turns.
+func (r *run) finalCall(ctx context.Context, s *stage) error {
+	if r.left <= 0 {
+		return nil
+	}
+	s.msgs = append(s.msgs, Message{Role: "user", Content: finalNote(s.stop)})
+	_, err := r.callNoTurn(ctx, s)
+	return err
+}
+
+// call makes one model turn of stage s and accounts for it.
+func (r *run) call(ctx context.Context, s *stage, offered []Tool) (Message, error) {
+	s.st.Turns++
+	r.trace.Turns++
+	r.left--
+	if err := r.emit(Event{Kind: EventTurn, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns}); err != nil {
+		return Message{}, err
+	}
+	return r.model(ctx, s, offered)
+}
+
+// callNoTurn is the final tool-less call: a turn of the chain, not the stage.
+func (r *run) callNoTurn(ctx context.Context, s *stage) (Message, error) {
+	r.trace.Turns++
+	r.left--
+	return r.model(ctx, s, nil)
+}
+
+// model sends s's messages to its node and collects the answer, streaming
+// content to the client when s is the answering stage.
+func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
+	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params}
+	// A node writing tool calls as text must be read whole before any of
+	// it can be shown, or the raw [TOOL:…] would reach the client.
+	live := s.answers && !(s.node.TextToolCalls && len(offered) > 0)
+	var content, reasoning strings.Builder
+	var calls []ToolCall
+	var usage *Usage
+	if r.e.admission != nil {
+		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
+		if err != nil {
+			return Message{}, err
+		}
+		defer release()
+	}
+	err := s.node.Backend.Chat(ctx, req, func(c Chunk) error {
+		content.WriteString(c.Content)
+		reasoning.WriteString(c.Reasoning)
+		calls = append(calls, c.ToolCalls...)
+		if c.Usage != nil {
+			usage = c.Usage
+		}
+		if live && (c.Content != "" || c.Reasoning != "") {
+			if c.Content != "" {
+				r.streamed = true
+			}
+			return r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: c.Content, Reasoning: c.Reasoning})
+		}
+		return nil
+	})
+	if usage != nil {
+		s.st.Usage = s.st.Usage.Add(*usage)
+	}
+	if err != nil {
+		return Message{}, err
+	}
+	msg := Message{Role: "assistant", Content: content.String(), ToolCalls: calls}
+	if s.node.TextToolCalls && len(offered) > 0 {
+		msg = parseTextCalls(msg)
+		if live && msg.Content != "" {
+			r.streamed = true
+			if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: msg.Content}); err != nil {
+				return Message{}, err
+			}
+		}
+	}
+	ensureIDs(msg.ToolCalls, r.trace.Turns)
+	if reasoning.Len() > 0 {
+		s.reason = reasoning.String()
+	}
+	if msg.Content != "" {
+		s.content = append(s.content, msg.Content)
+	}
+	return msg, nil
+}
+
+// result builds the client's answer from the answering stage.
+func (r *run) result(ctx context.Context, s *stage) (*Result, error) {
+	text := s.answer()
+	if !r.streamed && text != "" {
+		// The answer comes from a stage that did not stream (the stages
+		// after it failed): deliver it whole.
+		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: text}); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{
+		Message:      Message{Role: "assistant", Content: text, Reasoning: s.reason},
+		FinishReason: "stop",
+		Trace:        r.trace,
+		Streamed:     true,
+	}
+	return res, nil
+}
+
+// fatal reports errors that end the whole run rather than one stage: the
+// client went away, or a node's queue is full (the client should retry).
+func fatal(ctx context.Context, err error) bool {
+	var qe *QueueFullError
+	return ctx.Err() != nil || errors.As(err, &qe)
+}
+
+// ensureIDs gives every call a unique ID: text calls have none, and some
+// backends repeat theirs within a batch.
+func ensureIDs(calls []ToolCall, turn int) {
+	seen := map[string]bool{}
+	for i := range calls {
+		if calls[i].ID == "" || seen[calls[i].ID] {
+			calls[i].ID = fmt.Sprintf("call_t%d_%d", turn, i)
+		}
+		seen[calls[i].ID] = true
+	}
+}

@@ -1,0 +1,195 @@
+// Command proxy runs the reflexive multi-model chain proxy: an
+// OpenAI-compatible HTTP server that answers with one model or a chain of
+// them, guarded against tool-call loops, with a cockpit page at /.
+//
+// It only parses flags, loads the configuration, wires the packages
+// together, serves, and shuts down gracefully.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"chainproxy/antiloop"
+	"chainproxy/chain"
+	"chainproxy/chain/mock"
+	"chainproxy/chain/ollama"
+	"chainproxy/chain/openai"
+	"chainproxy/classify"
+	"chainproxy/config"
+	"chainproxy/store"
+	"chainproxy/tools"
+	"chainproxy/web"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code (2 for bad
+// flags or configuration).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults, a local Ollama)")
+	addr := fs.String("addr", "", "listen address, overrides server.addr")
+	demo := fs.Bool("demo", false, "run scripted mock models OL1/M1/M2: no model server needed")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	logPrompts := fs.Bool("log-prompts", false, "log prompts and tool results (at debug level)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	var cfg *config.Config
+	if *demo {
+		cfg, err = demoConfig(*cfgPath)
+		if err == nil && cfg.Tools.Root == config.Default().Tools.Root {
+			cfg.Tools.Root, err = demoWorkspace()
+			if err == nil {
+				defer os.RemoveAll(cfg.Tools.Root)
+			}
+		}
+	} else {
+		cfg, err = config.Load(*cfgPath)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *addr != "" {
+		cfg.Server.Addr = *addr
+	}
+	if err := serve(ctx, cfg, logger, *logPrompts, stdout); err != nil {
+		logger.Error("proxy stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format: %q is not text or json", format)
+}
+
+// backends builds each node's backend for its provider.
+func backends(cfg *config.Config) map[string]chain.Backend {
+	out := make(map[string]chain.Backend, len(cfg.Nodes))
+	for _, n := range cfg.Nodes {
+		switch n.Provider {
+		case config.ProviderOllama:
+			out[n.Name] = ollama.New(n, nil)
+		case config.ProviderOpenAI:
+			out[n.Name] = openai.New(n, nil)
+		case config.ProviderMock:
+			out[n.Name] = mock.New(n)
+		}
+	}
+	return out
+}
+
+// serve wires the proxy and serves until ctx ends, then lets in-flight
+// requests finish for server.shutdown_timeout.
+func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logPrompts bool, stdout io.Writer) error {
+	st, err := store.Open(ctx, cfg.Store.RedisURL, cfg.Chain.Traces, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	registry, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		return err
+	}
+	admission := chain.NewAdmission(cfg.Nodes)
+	engine, err := chain.New(cfg, chain.Deps{
+		Backends:   backends(cfg),
+		Tools:      registry,
+		Guard:      antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Classifier: classify.New(cfg.Classify, registry.Names()),
+		Logger:     logger,
+		Admission:  admission,
+	})
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		names[i] = n.Name
+	}
+	metrics := web.NewMetrics(names, admission.Queued, st.Status)
+	admission.OnWait = metrics.ObserveQueueWait
+	srv := &http.Server{
+		Handler: web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts}),
+		// No WriteTimeout: it would cut long streams; writes have
+		// per-chunk deadlines instead.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	probeNodes(ctx, engine, logger)
+	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Status(), "tools", registry.Names())
+	fmt.Fprintf(stdout, "chainproxy listening on http://%s\n  OpenAI base URL: http://%s/v1\n  cockpit:         http://%s/\n", ln.Addr(), ln.Addr(), ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }() // exits when Shutdown closes the listener
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", cfg.Server.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		srv.Close()
+		logger.Warn("in-flight requests cut after the grace period")
+	}
+	<-errc
+	return nil
+}
+
+// probeNodes logs whether each node answers, so a misconfigured node shows
+// at startup rather than at the first request.
+func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	for _, n := range engine.Nodes() {
+		err := engine.Probe(ctx, n.Name)
+		if err != nil {
+			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
+			continue
+		}
+		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL)
+	}
+}

@@ -1,0 +1,580 @@
+// Package config holds the proxy's configuration: the YAML file format that is
+// the public contract (keys, defaults, validation), loaded once at startup.
+//
+// It is plain data. No other package reads the environment or the file system
+// for settings; they receive the values they need from a loaded Config.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// Providers are the node backends the proxy can talk to.
+const (
+	ProviderOllama = "ollama"
+	ProviderOpenAI = "openai"
+	ProviderMock   = "mock"
+)
+
+// Render modes for chain.render.
+const (
+	RenderNone    = ""
+	RenderDetails = "details"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	Server   Server   `yaml:"server" json:"server"`
+	Nodes    []Node   `yaml:"nodes" json:"nodes"`
+	Chain    Chain    `yaml:"chain" json:"chain"`
+	Classify Classify `yaml:"classify" json:"classify"`
+	Tools    Tools    `yaml:"tools" json:"tools"`
+	Antiloop Antiloop `yaml:"antiloop" json:"antiloop"`
+	Store    Store    `yaml:"store" json:"store"`
+
+	// replaceNodes marks the defaults, whose nodes a file replaces whole.
+	replaceNodes bool
+}
+
+// Server configures the HTTP listener.
+type Server struct {
+	// Addr is the listen address, host:port.
+	Addr string `yaml:"addr" json:"addr"`
+	// APIKeys are the accepted Bearer keys; empty means no authentication.
+	APIKeys []string `yaml:"api_keys" json:"api_keys"`
+	// MaxBodyBytes caps a request body; larger bodies get 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// ShutdownTimeout is how long in-flight requests may finish after SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+}
+
+// Node is one model endpoint: a provider, a base URL and a model name.
+type Node struct {
+	Name     string `yaml:"name" json:"name"`
+	Provider string `yaml:"provider" json:"provider"`
+	BaseURL  string `yaml:"base_url" json:"base_url"`
+	Model    string `yaml:"model" json:"model"`
+	APIKey   string `yaml:"api_key" json:"api_key,omitempty"`
+	// TextToolCalls parses tool calls that a small model writes as text,
+	// [TOOL:name:{json}], into real calls.
+	TextToolCalls bool `yaml:"text_tool_calls" json:"text_tool_calls,omitempty"`
+	// Timeout bounds one upstream call, streaming included.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// ConnectTimeout bounds establishing the connection; a node that does
+	// not connect in time is treated as offline.
+	ConnectTimeout time.Duration `yaml:"connect_timeout" json:"connect_timeout"`
+	// MaxConcurrency limits calls in flight to the node; 0 is unlimited.
+	// Nil means the provider default: 1 for ollama, unlimited otherwise.
+	MaxConcurrency *int `yaml:"max_concurrency" json:"max_concurrency"`
+	// MaxQueue is how many requests may wait for the node before 429.
+	MaxQueue int `yaml:"max_queue" json:"max_queue"`
+	// RetryBackoff are the waits between retries of batch requests.
+	RetryBackoff []time.Duration `yaml:"retry_backoff" json:"retry_backoff"`
+	// Mock is the script of a mock node.
+	Mock *MockScript `yaml:"mock" json:"mock,omitempty"`
+}
+
+// Concurrency is the node's effective concurrency limit (0 = unlimited).
+func (n Node) Concurrency() int {
+	if n.MaxConcurrency != nil {
+		return *n.MaxConcurrency
+	}
+	if n.Provider == ProviderOllama {
+		return 1
+	}
+	return 0
+}
+
+// MockScript scripts a mock node. It is data so that the demo, the tests and
+// users can describe model behaviour without code.
+type MockScript struct {
+	// Turns are played in order, one per model call in a conversation
+	// (counted as assistant messages after the last user message); the last
+	// turn repeats when the conversation goes further.
+	Turns []MockTurn `yaml:"turns" json:"turns"`
+	// Scenarios replace Turns when the last user message contains When
+	// (case-insensitive); the first match wins.
+	Scenarios []MockScenario `yaml:"scenarios" json:"scenarios,omitempty"`
+	// Delay is waited before the first chunk of every call.
+	Delay time.Duration `yaml:"delay" json:"delay,omitempty"`
+	// ChunkDelay is waited between streamed content chunks.
+	ChunkDelay time.Duration `yaml:"chunk_delay" json:"chunk_delay,omitempty"`
+	// Offline makes the node refuse every call as a failed connection.
+	Offline bool `yaml:"offline" json:"offline,omitempty"`
+	// Final is the answer when the scripted turn asks for tools but the call
+	// offers none (the chain's final call without tools); {user} and {tools}
+	// (the number of tool results in the conversation) are replaced.
+	Final string `yaml:"final" json:"final,omitempty"`
+}
+
+// MockScenario is an alternative script chosen by a word of the request.
+type MockScenario struct {
+	When  string     `yaml:"when" json:"when"`
+	Turns []MockTurn `yaml:"turns" json:"turns"`
+}
+
+// MockTurn is one scripted model response.
+type MockTurn struct {
+	// Content is the answer text; {user} is replaced by the last user message.
+	Content string `yaml:"content" json:"content,omitempty"`
+	// Reasoning is hidden thinking the model emits before its content.
+	Reasoning string `yaml:"reasoning" json:"reasoning,omitempty"`
+	// ToolCalls are the calls the model asks for in this turn.
+	ToolCalls []MockToolCall `yaml:"tool_calls" json:"tool_calls,omitempty"`
+	// Fail makes this call fail with the given upstream message (HTTP 500).
+	Fail string `yaml:"fail" json:"fail,omitempty"`
+}
+
+// MockToolCall is a scripted tool call. RawArgs, when set, is sent verbatim
+// (to script malformed arguments); otherwise Args is encoded as JSON.
+type MockToolCall struct {
+	ID      string         `yaml:"id" json:"id,omitempty"`
+	Name    string         `yaml:"name" json:"name"`
+	Args    map[string]any `yaml:"args" json:"args,omitempty"`
+	RawArgs string         `yaml:"raw_args" json:"raw_args,omitempty"`
+}
+
+// Chain configures the reflexive chain.
+type Chain struct {
+	// Stages run in this order in reflexive mode.
+	Stages []Stage `yaml:"stages" json:"stages"`
+	// MaxTotalTurns is the global budget of model calls for one request.
+	MaxTotalTurns int `yaml:"max_total_turns" json:"max_total_turns"`
+	// SimpleNode answers simple-mode requests.
+	SimpleNode string `yaml:"simple_node" json:"simple_node"`
+	// ContextBudget caps, in characters, what a stage receives of earlier stages.
+	ContextBudget int `yaml:"context_budget" json:"context_budget"`
+	// Render "details" prefixes replies with one collapsible block per stage.
+	Render string `yaml:"render" json:"render"`
+	// Traces is how many recent traces are kept for /v1/chain/traces/{id}.
+	Traces int `yaml:"traces" json:"traces"`
+}
+
+// Stage is one step of the chain.
+type Stage struct {
+	Node     string `yaml:"node" json:"node"`
+	MaxTurns int    `yaml:"max_turns" json:"max_turns"`
+	Tools    bool   `yaml:"tools" json:"tools"`
+	// Prompt replaces the default role prompt of the stage's position.
+	Prompt string `yaml:"prompt" json:"prompt,omitempty"`
+}
+
+// Classify tunes the simple/reflexive classifier.
+type Classify struct {
+	// ShortChars: a last user message shorter than this is short.
+	ShortChars int `yaml:"short_chars" json:"short_chars"`
+	// LongChars: a last user message at least this long is reflexive.
+	LongChars int `yaml:"long_chars" json:"long_chars"`
+	// Keywords replace the default complex keywords when set.
+	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
+	// Categories replace the default reflexive route categories when set.
+	Categories []string `yaml:"categories" json:"categories,omitempty"`
+}
+
+// Tools configures server-side tool execution.
+type Tools struct {
+	// Root confines the built-in file tools.
+	Root string `yaml:"root" json:"root"`
+	// Timeout bounds one tool call.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// MaxCallsPerTurn is how many calls of one model response are executed.
+	MaxCallsPerTurn int `yaml:"max_calls_per_turn" json:"max_calls_per_turn"`
+	// MaxResultBytes caps what a model receives of one tool result.
+	MaxResultBytes int `yaml:"max_result_bytes" json:"max_result_bytes"`
+	// TraceResultBytes caps what the trace keeps of one tool result.
+	TraceResultBytes int `yaml:"trace_result_bytes" json:"trace_result_bytes"`
+	// HTTP declares tools served by HTTP endpoints.
+	HTTP []HTTPTool `yaml:"http" json:"http,omitempty"`
+}
+
+// HTTPTool is a tool executed by sending its arguments as JSON to a URL.
+type HTTPTool struct {
+	Name        string            `yaml:"name" json:"name"`
+	Description string            `yaml:"description" json:"description"`
+	Parameters  map[string]any    `yaml:"parameters" json:"parameters"`
+	URL         string            `yaml:"url" json:"url"`
+	Method      string            `yaml:"method" json:"method"`
+	Headers     map[string]string `yaml:"headers" json:"headers,omitempty"`
+	Timeout     time.Duration     `yaml:"timeout" json:"timeout"`
+	// ReadOnly tools may answer a repeated call from the stored result.
+	ReadOnly bool `yaml:"read_only" json:"read_only"`
+}
+
+// Antiloop configures the repeat guards.
+type Antiloop struct {
+	// SignatureTTL: a call signature executed within this window in the same
+	// conversation is not executed again.
+	SignatureTTL time.Duration `yaml:"signature_ttl" json:"signature_ttl"`
+	// CallIDTTL: a tool_call ID executed with the same signature is not
+	// executed again within this window.
+	CallIDTTL time.Duration `yaml:"call_id_ttl" json:"call_id_ttl"`
+	// MaxFormatErrors consecutive malformed calls stop a stage.
+	MaxFormatErrors int `yaml:"max_format_errors" json:"max_format_errors"`
+}
+
+// Store selects where anti-loop state and traces live.
+type Store struct {
+	// RedisURL, when set, shares state between replicas through Redis.
+	RedisURL string `yaml:"redis_url" json:"redis_url"`
+}
+
+// Default returns the configuration used for every key a file leaves out:
+// a local Ollama serving OL1 and M1, an OpenAI-compatible M2.
+func Default() *Config {
+	return &Config{
+		replaceNodes: true,
+		Server: Server{
+			Addr:            "127.0.0.1:8080",
+			APIKeys:         []string{},
+			MaxBodyBytes:    10 << 20,
+			ShutdownTimeout: 10 * time.Second,
+		},
+		Nodes: []Node{
+			{Name: "OL1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:1.7b"},
+			{Name: "M1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:30b"},
+			{Name: "M2", Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "deepseek-coder-v2", APIKey: "${M2_API_KEY}"},
+		},
+		Chain: Chain{
+			Stages: []Stage{
+				{Node: "OL1", MaxTurns: 4, Tools: true},
+				{Node: "M1", MaxTurns: 3},
+				{Node: "M2", MaxTurns: 2},
+			},
+			MaxTotalTurns: 8,
+			SimpleNode:    "OL1",
+			ContextBudget: 24000,
+			Traces:        500,
+		},
+		Classify: Classify{ShortChars: 50, LongChars: 280},
+		Tools: Tools{
+			Root:             "./workspace",
+			Timeout:          15 * time.Second,
+			MaxCallsPerTurn:  10,
+			MaxResultBytes:   8 << 10,
+			TraceResultBytes: 64 << 10,
+		},
+		Antiloop: Antiloop{
+			SignatureTTL:    30 * time.Second,
+			CallIDTTL:       5 * time.Minute,
+			MaxFormatErrors: 3,
+		},
+	}
+}
+
+// Load reads and validates the configuration file at path. An empty path
+// yields the defaults.
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Parse(nil)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data)
+}
+
+// Parse builds a Config from YAML text: it expands ${VAR} from the
+// environment, decodes strictly over the defaults (unknown keys are errors),
+// fills per-node defaults and validates.
+func Parse(data []byte) (*Config, error) {
+	cfg := Default()
+	for i := range cfg.Nodes {
+		// The defaults carry ${M2_API_KEY}; expand it as a file would be.
+		cfg.Nodes[i].APIKey = string(expandEnv([]byte(cfg.Nodes[i].APIKey)))
+	}
+	return ParseOver(cfg, data)
+}
+
+// ParseOver is Parse with base in place of the defaults, for a file that
+// adjusts another configuration (the demo's): nodes the file lists replace
+// base nodes of the same name, and other nodes are added. base is not
+// modified.
+func ParseOver(base *Config, data []byte) (*Config, error) {
+	cfg := base.clone()
+	baseNodes := cfg.Nodes
+	cfg.Nodes = nil
+	data = expandEnv(data)
+	if len(bytes.TrimSpace(data)) > 0 {
+		dec := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict())
+		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("config: %s", yaml.FormatError(err, false, true))
+		}
+	}
+	cfg.Nodes = mergeNodes(baseNodes, cfg.Nodes, base != nil && base.replaceNodes)
+	cfg.replaceNodes = false
+	cfg.fillNodeDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// mergeNodes applies the file's nodes over the base ones. Over the defaults
+// a file's node list replaces them all (the defaults are an example, not a
+// base to extend).
+func mergeNodes(base, file []Node, replace bool) []Node {
+	if file == nil {
+		return base
+	}
+	if replace {
+		return file
+	}
+	out := slices.Clone(base)
+	for _, n := range file {
+		i := slices.IndexFunc(out, func(b Node) bool { return b.Name == n.Name })
+		if i >= 0 {
+			out[i] = n
+		} else {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *Config) clone() *Config {
+	r := *c
+	r.Server.APIKeys = slices.Clone(c.Server.APIKeys)
+	r.Nodes = slices.Clone(c.Nodes)
+	r.Chain.Stages = slices.Clone(c.Chain.Stages)
+	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
+	r.Classify.Keywords = slices.Clone(c.Classify.Keywords)
+	r.Classify.Categories = slices.Clone(c.Classify.Categories)
+	return &r
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${VAR} with the variable's value (empty when unset).
+// Only the braced form is expanded, so a literal "$" in a prompt survives.
+func expandEnv(data []byte) []byte {
+	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
+		return []byte(os.Getenv(string(m[2 : len(m)-1])))
+	})
+}
+
+func (c *Config) fillNodeDefaults() {
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		if n.Timeout == 0 {
+			n.Timeout = 120 * time.Second
+		}
+		if n.ConnectTimeout == 0 {
+			n.ConnectTimeout = 2 * time.Second
+		}
+		if n.MaxQueue == 0 {
+			n.MaxQueue = 64
+		}
+		if n.RetryBackoff == nil {
+			n.RetryBackoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
+		}
+		if n.Provider == ProviderMock && n.Model == "" {
+			n.Model = "mock-" + strings.ToLower(n.Name)
+		}
+	}
+	for i := range c.Tools.HTTP {
+		h := &c.Tools.HTTP[i]
+		if h.Method == "" {
+			h.Method = "POST"
+		}
+		if h.Timeout == 0 {
+			h.Timeout = c.Tools.Timeout
+		}
+	}
+}
+
+// Node returns the node called name.
+func (c *Config) Node(name string) (Node, bool) {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return Node{}, false
+}
+
+// Validate reports every problem of the configuration, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if c.Server.Addr == "" {
+		bad("server.addr", "must not be empty")
+	}
+	if c.Server.MaxBodyBytes <= 0 {
+		bad("server.max_body_bytes", "must be positive, got %d", c.Server.MaxBodyBytes)
+	}
+	if c.Server.ShutdownTimeout < 0 {
+		bad("server.shutdown_timeout", "must not be negative")
+	}
+	for i, k := range c.Server.APIKeys {
+		if k == "" {
+			bad(fmt.Sprintf("server.api_keys[%d]", i), "must not be empty")
+		}
+	}
+	if len(c.Nodes) == 0 {
+		bad("nodes", "at least one node is required")
+	}
+	seen := map[string]bool{}
+	for i, n := range c.Nodes {
+		p := fmt.Sprintf("nodes[%d]", i)
+		switch {
+		case n.Name == "":
+			bad(p+".name", "must not be empty")
+		case seen[n.Name]:
+			bad(p+".name", "duplicate node name %q", n.Name)
+		case strings.HasPrefix(n.Name, "chain/"):
+			bad(p+".name", "%q is reserved for the chain models", n.Name)
+		}
+		seen[n.Name] = true
+		switch n.Provider {
+		case ProviderOllama, ProviderOpenAI:
+			if n.BaseURL == "" {
+				bad(p+".base_url", "required for provider %q", n.Provider)
+			} else if !strings.HasPrefix(n.BaseURL, "http://") && !strings.HasPrefix(n.BaseURL, "https://") {
+				bad(p+".base_url", "want an http:// or https:// URL, got %q", n.BaseURL)
+			}
+			if n.Model == "" {
+				bad(p+".model", "must not be empty")
+			}
+			if n.Mock != nil {
+				bad(p+".mock", "only for provider \"mock\"")
+			}
+		case ProviderMock:
+			if n.Mock == nil {
+				bad(p+".mock", "a mock node needs a script")
+			}
+		default:
+			bad(p+".provider", "unknown provider %q (want ollama, openai or mock)", n.Provider)
+		}
+		if n.Timeout < 0 {
+			bad(p+".timeout", "must be positive")
+		}
+		if n.ConnectTimeout < 0 {
+			bad(p+".connect_timeout", "must be positive")
+		}
+		if n.MaxConcurrency != nil && *n.MaxConcurrency < 0 {
+			bad(p+".max_concurrency", "must not be negative (0 = unlimited)")
+		}
+		if n.MaxQueue < 0 {
+			bad(p+".max_queue", "must not be negative")
+		}
+	}
+	if len(c.Chain.Stages) == 0 {
+		bad("chain.stages", "at least one stage is required")
+	}
+	for i, s := range c.Chain.Stages {
+		p := fmt.Sprintf("chain.stages[%d]", i)
+		if !seen[s.Node] {
+			bad(p+".node", "unknown node %q", s.Node)
+		}
+		if s.MaxTurns <= 0 {
+			bad(p+".max_turns", "must be positive, got %d", s.MaxTurns)
+		}
+	}
+	if c.Chain.MaxTotalTurns <= 0 {
+		bad("chain.max_total_turns", "must be positive, got %d", c.Chain.MaxTotalTurns)
+	} else if n := len(c.Chain.Stages); n > 0 && c.Chain.MaxTotalTurns < n {
+		bad("chain.max_total_turns", "%d cannot give each of the %d stages a turn", c.Chain.MaxTotalTurns, n)
+	}
+	if !seen[c.Chain.SimpleNode] {
+		bad("chain.simple_node", "unknown node %q", c.Chain.SimpleNode)
+	}
+	if c.Chain.ContextBudget <= 0 {
+		bad("chain.context_budget", "must be positive, got %d", c.Chain.ContextBudget)
+	}
+	if c.Chain.Render != RenderNone && c.Chain.Render != RenderDetails {
+		bad("chain.render", "unknown render %q (want \"details\" or empty)", c.Chain.Render)
+	}
+	if c.Chain.Traces <= 0 {
+		bad("chain.traces", "must be positive, got %d", c.Chain.Traces)
+	}
+	if c.Classify.ShortChars <= 0 {
+		bad("classify.short_chars", "must be positive, got %d", c.Classify.ShortChars)
+	}
+	if c.Classify.LongChars <= c.Classify.ShortChars {
+		bad("classify.long_chars", "must be greater than classify.short_chars (%d), got %d", c.Classify.ShortChars, c.Classify.LongChars)
+	}
+	if c.Tools.Root == "" {
+		bad("tools.root", "must not be empty")
+	}
+	if c.Tools.Timeout <= 0 {
+		bad("tools.timeout", "must be positive")
+	}
+	if c.Tools.MaxCallsPerTurn <= 0 {
+		bad("tools.max_calls_per_turn", "must be positive, got %d", c.Tools.MaxCallsPerTurn)
+	}
+	if c.Tools.MaxResultBytes <= 0 {
+		bad("tools.max_result_bytes", "must be positive, got %d", c.Tools.MaxResultBytes)
+	}
+	if c.Tools.TraceResultBytes < c.Tools.MaxResultBytes {
+		bad("tools.trace_result_bytes", "must be at least tools.max_result_bytes (%d)", c.Tools.MaxResultBytes)
+	}
+	builtin := []string{"list_dir", "read_file", "search_files"}
+	for i, h := range c.Tools.HTTP {
+		p := fmt.Sprintf("tools.http[%d]", i)
+		if h.Name == "" {
+			bad(p+".name", "must not be empty")
+		} else if slices.Contains(builtin, h.Name) {
+			bad(p+".name", "%q is a built-in tool", h.Name)
+		}
+		for j := range i {
+			if c.Tools.HTTP[j].Name == h.Name && h.Name != "" {
+				bad(p+".name", "duplicate tool name %q", h.Name)
+			}
+		}
+		if !strings.HasPrefix(h.URL, "http://") && !strings.HasPrefix(h.URL, "https://") {
+			bad(p+".url", "want an http:// or https:// URL, got %q", h.URL)
+		}
+		if h.Timeout <= 0 {
+			bad(p+".timeout", "must be positive")
+		}
+	}
+	if c.Antiloop.SignatureTTL <= 0 {
+		bad("antiloop.signature_ttl", "must be positive")
+	}
+	if c.Antiloop.CallIDTTL <= 0 {
+		bad("antiloop.call_id_ttl", "must be positive")
+	}
+	if c.Antiloop.MaxFormatErrors <= 0 {
+		bad("antiloop.max_format_errors", "must be positive, got %d", c.Antiloop.MaxFormatErrors)
+	}
+	if u := c.Store.RedisURL; u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "unix://") {
+		bad("store.redis_url", "want a redis:// URL, got %q", u)
+	}
+	return errors.Join(errs...)
+}
+
+// Redacted returns a copy safe to log: keys and secrets are masked.
+func (c *Config) Redacted() *Config {
+	r := *c
+	r.Server.APIKeys = make([]string, len(c.Server.APIKeys))
+	for i := range r.Server.APIKeys {
+		r.Server.APIKeys[i] = "***"
+	}
+	r.Nodes = slices.Clone(c.Nodes)
+	for i := range r.Nodes {
+		if r.Nodes[i].APIKey != "" {
+			r.Nodes[i].APIKey = "***"
+		}
+	}
+	if c.Store.RedisURL != "" {
+		r.Store.RedisURL = redactURL(c.Store.RedisURL)
+	}
+	return &r
+}
+
+var urlPassword = regexp.MustCompile(`://([^:@/]*):[^@/]*@`)
+
+func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }

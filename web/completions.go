@@ -1,0 +1,212 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+)
+
+// chatCompletions serves POST /v1/chat/completions.
+func (s *Server) chatCompletions(c *gin.Context) {
+	start := time.Now()
+	traceID := newTraceID()
+	c.Set("req_id", traceID)
+	body, err := s.readBody(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	wire, err := decodeChatRequest(body)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if _, err := s.engine.Resolve(wire.Model); err != nil {
+		s.fail(c, err)
+		return
+	}
+	req := wire.toRunRequest()
+	req.TraceID = traceID
+	req.Conversation = conversationKey(c, wire.User, req.Messages)
+	if err := applyHeaders(c, req); err != nil {
+		s.fail(c, err)
+		return
+	}
+	render := s.cfg.Chain.Render
+	if strings.EqualFold(c.GetHeader("X-Chain-Render"), config.RenderDetails) {
+		render = config.RenderDetails
+	}
+	c.Header("X-Chain-Trace-Id", traceID)
+	var res *chain.Result
+	if wire.Stream {
+		res, err = s.streamCompletion(c, wire, req, render)
+	} else {
+		res, err = s.engine.Run(c.Request.Context(), req, nil)
+		if err == nil {
+			c.Header("X-Chain-Mode", res.Trace.Mode)
+			content := res.Message.Content
+			if render == config.RenderDetails {
+				content = renderDetails(res.Trace.Stages) + content
+			}
+			c.JSON(http.StatusOK, toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+		} else if !c.Writer.Written() {
+			s.fail(c, err)
+		}
+	}
+	s.finish(c, "/v1/chat/completions", traceID, start, res, err)
+}
+
+// finish stores the trace and logs the request's one line.
+func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, res *chain.Result, err error) {
+	var tr *chain.Trace
+	if res != nil {
+		tr = &res.Trace
+	} else if fl := asFailure(err); fl != nil {
+		tr = &fl.Trace
+	}
+	s.storeTrace(c.Request.Context(), traceID, tr)
+	status := c.Writer.Status()
+	if err != nil && c.Writer.Written() && status == http.StatusOK {
+		status, _ = statusFor(err) // failed mid-stream: the 200 was already out
+	}
+	attrs := []any{"req_id", traceID, "route", route, "status", status, "dur_ms", time.Since(start).Milliseconds()}
+	mode := ""
+	if tr != nil {
+		mode = tr.Mode
+		stages := make([]string, len(tr.Stages))
+		for i, st := range tr.Stages {
+			stages[i] = st.Node + ":" + st.Status
+		}
+		attrs = append(attrs, "mode", tr.Mode, "turns", tr.Turns, "stages", strings.Join(stages, ","))
+	}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	s.log.Info("request", attrs...)
+	if s.metrics != nil {
+		s.metrics.observeRequest(route, mode, status, time.Since(start), tr)
+	}
+}
+
+// streamCompletion answers with OpenAI's chunk stream. Headers go out with
+// the first content, or with the first keepalive, or the first stage event
+// of a reflexive run, so that an early failure still gets a proper status.
+func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.RunRequest, render string) (*chain.Result, error) {
+	sse := newSSE(c.Writer)
+	id, model, created := completionID(req.TraceID), wire.Model, time.Now().Unix()
+	includeUsage := wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage
+	mode := ""
+	roleSent := false
+	where := "starting"
+	var ended []chain.StageTrace
+	start := func() {
+		sse.start(func(h http.Header) { h.Set("X-Chain-Mode", mode) })
+	}
+	send := func(ch *chunk) error {
+		b, err := json.Marshal(ch)
+		if err != nil {
+			return err
+		}
+		return sse.data(b)
+	}
+	content := func(text, reasoning string) error {
+		start()
+		d := delta{ReasoningContent: reasoning}
+		if text != "" || !roleSent {
+			d.Content = &text
+		}
+		if !roleSent {
+			d.Role = "assistant"
+			roleSent = true
+			if render == config.RenderDetails {
+				head := renderDetails(ended)
+				text = head + text
+				d.Content = &text
+			}
+		}
+		return send(newChunk(id, model, created, d, nil))
+	}
+	onEvent := func(ev chain.Event) error {
+		switch ev.Kind {
+		case chain.EventClassified:
+			mode = ev.Mode
+		case chain.EventStageStart:
+			where = "stage " + ev.Node + " starting"
+			if mode == chain.ModeReflexive {
+				start()
+				return sse.comment(where)
+			}
+		case chain.EventTurn:
+			where = "stage " + ev.Node + " turn " + itoa(ev.Turn)
+			if sse.started {
+				return sse.comment(where)
+			}
+		case chain.EventStageEnd:
+			ended = append(ended, *ev.StageTrace)
+		case chain.EventDelta:
+			return content(ev.Content, ev.Reasoning)
+		}
+		return nil
+	}
+	onTick := func() error {
+		if sse.wrote {
+			sse.wrote = false
+			return nil
+		}
+		start()
+		return sse.comment(where)
+	}
+	res, err := s.drive(c.Request.Context(), req, onEvent, onTick)
+	if err != nil {
+		if !sse.started {
+			s.fail(c, err)
+			return nil, err
+		}
+		// The 200 is out: end the stream with an error chunk, then [DONE].
+		_, obj := statusFor(err)
+		if b, merr := json.Marshal(errorBody{Error: obj}); merr == nil {
+			_ = sse.data(b)
+		}
+		_ = sse.data([]byte("[DONE]"))
+		return nil, err
+	}
+	if !roleSent {
+		if err := content("", ""); err != nil {
+			return res, err
+		}
+	}
+	if len(res.Message.ToolCalls) > 0 {
+		if err := send(newChunk(id, model, created, delta{ToolCalls: wireCalls(res.Message.ToolCalls, true)}, nil)); err != nil {
+			return res, err
+		}
+	}
+	last := newChunk(id, model, created, delta{}, strptr(res.FinishReason))
+	tr := res.Trace
+	if includeUsage {
+		if err := send(last); err != nil {
+			return res, err
+		}
+		u := tr.Usage()
+		last = &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}
+	}
+	last.Chain = &tr
+	if err := send(last); err != nil {
+		return res, err
+	}
+	return res, sse.data([]byte("[DONE]"))
+}
+
+func asFailure(err error) *chain.Failure {
+	var f *chain.Failure
+	if errors.As(err, &f) {
+		return f
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"chainproxy/chain"
+)
+
+// StatusClientClosed is nginx's 499: the client went away before the answer.
+// It is only logged; nobody is left to read it.
+const StatusClientClosed = 499
+
+// errorBody is OpenAI's error shape, plus the chain trace when a run failed.
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string       `json:"message"`
+	Type    string       `json:"type"`
+	Param   *string      `json:"param"`
+	Code    *string      `json:"code"`
+	Chain   *chain.Trace `json:"chain,omitempty"`
+}
+
+// httpError is an error the HTTP layer produced itself with a fixed answer.
+type httpError struct {
+	status  int
+	typ     string
+	code    string
+	message string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+var (
+	errUnauthorized = &httpError{http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "invalid API key: send it as 'Authorization: Bearer <key>'"}
+	errTooLarge     = &httpError{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "request body too large"}
+	errNotFound     = &httpError{http.StatusNotFound, "invalid_request_error", "not_found", "no such endpoint"}
+	errMethod       = &httpError{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "method not allowed"}
+)
+
+// statusFor maps an error to its HTTP status and OpenAI error object. It is
+// the one place where errors become HTTP.
+func statusFor(err error) (int, errorObject) {
+	obj := errorObject{Message: err.Error()}
+	var (
+		he  *httpError
+		br  *badRequest
+		ue  *chain.UpstreamError
+		fl  *chain.Failure
+		qe  *chain.QueueFullError
+		set = func(status int, typ, code string) (int, errorObject) {
+			obj.Type = typ
+			if code != "" {
+				obj.Code = &code
+			}
+			return status, obj
+		}
+	)
+	if errors.As(err, &fl) {
+		tr := fl.Trace
+		obj.Chain = &tr
+	}
+	switch {
+	case errors.As(err, &he):
+		return set(he.status, he.typ, he.code)
+	case errors.As(err, &br):
+		if br.param != "" {
+			obj.Param = &br.param
+		}
+		return set(http.StatusBadRequest, "invalid_request_error", "invalid_request")
+	case errors.Is(err, chain.ErrUnknownModel):
+		p := "model"
+		obj.Param = &p
+		obj.Message = strings.TrimPrefix(err.Error(), "chain: ") + ": see GET /v1/models"
+		return set(http.StatusNotFound, "invalid_request_error", "model_not_found")
+	case errors.As(err, &qe):
+		return set(http.StatusTooManyRequests, "rate_limit_exceeded", "rate_limit_exceeded")
+	case errors.Is(err, context.Canceled):
+		return set(StatusClientClosed, "client_closed", "client_closed")
+	case errors.As(err, &ue):
+		switch {
+		case ue.Kind == chain.KindTimeout:
+			return set(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout")
+		case ue.Kind == chain.KindStatus && ue.Status == http.StatusTooManyRequests:
+			return set(http.StatusTooManyRequests, "rate_limit_exceeded", "upstream_rate_limited")
+		case ue.Kind == chain.KindStatus && (ue.Status == http.StatusBadRequest || ue.Status == http.StatusUnprocessableEntity || ue.Status == http.StatusRequestEntityTooLarge):
+			// The upstream rejected the content (say, a context too long):
+			// that is the client's to fix.
+			return set(ue.Status, "invalid_request_error", "upstream_rejected")
+		}
+		return set(http.StatusBadGateway, "upstream_error", "upstream_error")
+	case errors.Is(err, context.DeadlineExceeded):
+		return set(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout")
+	case errors.Is(err, chain.ErrAllStagesFailed):
+		return set(http.StatusBadGateway, "upstream_error", "chain_failed")
+	}
+	return set(http.StatusInternalServerError, "server_error", "internal_error")
+}

@@ -1,0 +1,107 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"chainproxy/chain"
+)
+
+// Metrics are the proxy's Prometheus metrics, on their own registry so that
+// tests can build as many servers as they like.
+type Metrics struct {
+	reg       *prometheus.Registry
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	turns     *prometheus.HistogramVec
+	stages    *prometheus.CounterVec
+	toolCalls *prometheus.CounterVec
+	upstream  *prometheus.CounterVec
+	queueWait *prometheus.HistogramVec
+}
+
+// NewMetrics registers the metrics. queued, when set, reports the queue
+// depth of a node.
+func NewMetrics(nodes []string, queued func(node string) int, storeStatus func() string) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m := &Metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainproxy_requests_total", Help: "Requests by route, mode and HTTP status.",
+		}, []string{"route", "mode", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chainproxy_request_duration_seconds", Help: "Request duration by route and mode.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
+		}, []string{"route", "mode"}),
+		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chainproxy_stage_turns", Help: "Model turns used per stage.", Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
+		}, []string{"node"}),
+		stages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainproxy_stages_total", Help: "Stages run, by node and final status (ok, stopped_repeat, …).",
+		}, []string{"node", "status"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainproxy_tool_calls_total", Help: "Tool calls by tool and status (ok, duplicate, cached, blocked, error).",
+		}, []string{"tool", "status"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainproxy_upstream_errors_total", Help: "Stages that failed or were skipped, by node.",
+		}, []string{"node", "status"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chainproxy_queue_wait_seconds", Help: "Time calls waited in a node's admission queue.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"node", "class"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait)
+	if queued != nil {
+		for _, n := range nodes {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "chainproxy_queue_depth", Help: "Calls waiting for a node.", ConstLabels: prometheus.Labels{"node": n},
+			}, func() float64 { return float64(queued(n)) }))
+		}
+	}
+	if storeStatus != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chainproxy_store_degraded", Help: "1 while the shared store has fallen back to memory.",
+		}, func() float64 {
+			if storeStatus() == "degraded" {
+				return 1
+			}
+			return 0
+		}))
+	}
+	return m
+}
+
+// Handler serves the metrics in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// ObserveQueueWait records an admission wait; it fits chain.Admission.OnWait.
+func (m *Metrics) ObserveQueueWait(node string, batch bool, d time.Duration) {
+	class := "interactive"
+	if batch {
+		class = "batch"
+	}
+	m.queueWait.WithLabelValues(node, class).Observe(d.Seconds())
+}
+
+func (m *Metrics) observeRequest(route, mode string, status int, d time.Duration, tr *chain.Trace) {
+	m.requests.WithLabelValues(route, mode, strconv.Itoa(status)).Inc()
+	m.duration.WithLabelValues(route, mode).Observe(d.Seconds())
+	if tr == nil {
+		return
+	}
+	for _, st := range tr.Stages {
+		m.turns.WithLabelValues(st.Node).Observe(float64(st.Turns))
+		m.stages.WithLabelValues(st.Node, st.Status).Inc()
+		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline {
+			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
+		}
+		for _, t := range st.ToolsUsed {
+			m.toolCalls.WithLabelValues(t.Name, t.Status).Inc()
+		}
+	}
+}

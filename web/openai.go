@@ -1,0 +1,357 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"chainproxy/chain"
+)
+
+// This file translates OpenAI's chat completion wire format to and from the
+// chain's neutral types. The functions are pure so they can be table-tested.
+
+// chatRequest is the subset of OpenAI's CreateChatCompletionRequest the proxy
+// understands. Unknown fields are ignored, as OpenAI's own server does for
+// fields it does not use.
+type chatRequest struct {
+	Model            string          `json:"model"`
+	Messages         []wireMessage   `json:"messages"`
+	Stream           bool            `json:"stream"`
+	StreamOptions    *streamOptions  `json:"stream_options"`
+	Tools            []wireTool      `json:"tools"`
+	ToolChoice       json.RawMessage `json:"tool_choice"`
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	MaxTokens        *int            `json:"max_tokens"`
+	MaxCompletionTok *int            `json:"max_completion_tokens"`
+	Stop             json.RawMessage `json:"stop"`
+	Seed             *int64          `json:"seed"`
+	N                *int            `json:"n"`
+	User             string          `json:"user"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// wireMessage is a message as OpenAI clients send it. Content is a string or
+// an array of parts, hence the raw form.
+type wireMessage struct {
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	Name             string          `json:"name,omitempty"`
+	ToolCalls        []wireToolCall  `json:"tool_calls,omitempty"`
+	ToolCallID       string          `json:"tool_call_id,omitempty"`
+	ReasoningContent string          `json:"reasoning_content,omitempty"`
+}
+
+type wireToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	} `json:"function"`
+}
+
+// badRequest is an invalid request, reported as 400 with the offending param.
+type badRequest struct {
+	param string
+	msg   string
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+func invalid(param, format string, args ...any) error {
+	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
+
+// decodeChatRequest parses and validates a chat completion request body.
+func decodeChatRequest(body []byte) (*chatRequest, error) {
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &te):
+			return nil, invalid(te.Field, "invalid type for %s: want %s", te.Field, te.Type)
+		case errors.As(err, &se):
+			return nil, invalid("", "invalid JSON in request body at byte %d: %v", se.Offset, err)
+		}
+		return nil, invalid("", "invalid JSON in request body: %v", err)
+	}
+	if req.Model == "" {
+		return nil, invalid("model", "you must provide a model parameter")
+	}
+	if len(req.Messages) == 0 {
+		return nil, invalid("messages", "messages must be a non-empty array")
+	}
+	for i, m := range req.Messages {
+		if !validRoles[m.Role] {
+			return nil, invalid(fmt.Sprintf("messages[%d].role", i), "invalid role %q in messages[%d] (want system, developer, user, assistant or tool)", m.Role, i)
+		}
+		if m.Role == "tool" && m.ToolCallID == "" {
+			return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] has role tool but no tool_call_id", i)
+		}
+		if _, err := contentText(m.Content); err != nil {
+			return nil, invalid(fmt.Sprintf("messages[%d].content", i), "messages[%d].content: %v", i, err)
+		}
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, invalid("n", "n must be 1 (got %d): the chain produces one answer", *req.N)
+	}
+	if t := req.Temperature; t != nil && (*t < 0 || *t > 2) {
+		return nil, invalid("temperature", "temperature must be between 0 and 2, got %v", *t)
+	}
+	if p := req.TopP; p != nil && (*p < 0 || *p > 1) {
+		return nil, invalid("top_p", "top_p must be between 0 and 1, got %v", *p)
+	}
+	if m := req.maxTokens(); m != nil && *m < 1 {
+		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *m)
+	}
+	for i, t := range req.Tools {
+		if t.Type != "function" {
+			return nil, invalid(fmt.Sprintf("tools[%d].type", i), "tools[%d].type must be \"function\"", i)
+		}
+		if t.Function.Name == "" {
+			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function.name is required", i)
+		}
+	}
+	if _, err := req.toolChoice(); err != nil {
+		return nil, err
+	}
+	if _, err := req.stop(); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (r *chatRequest) maxTokens() *int {
+	if r.MaxCompletionTok != nil {
+		return r.MaxCompletionTok
+	}
+	return r.MaxTokens
+}
+
+// contentText flattens a message content: a string, null, or an array of
+// parts of which only text parts are supported.
+func contentText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	switch raw[0] {
+	case '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", errors.New("want a string or an array of content parts")
+		}
+		var b bytes.Buffer
+		for i, p := range parts {
+			switch p.Type {
+			case "text", "input_text":
+				b.WriteString(p.Text)
+			default:
+				return "", fmt.Errorf("content part %d has type %q; only text parts are supported", i, p.Type)
+			}
+		}
+		return b.String(), nil
+	}
+	return "", errors.New("want a string or an array of content parts")
+}
+
+func (r *chatRequest) toolChoice() (chain.ToolChoice, error) {
+	raw := bytes.TrimSpace(r.ToolChoice)
+	if len(raw) == 0 || string(raw) == "null" {
+		return chain.ToolChoice{Mode: "auto"}, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		switch s {
+		case "auto", "none", "required":
+			return chain.ToolChoice{Mode: s}, nil
+		}
+		return chain.ToolChoice{}, invalid("tool_choice", "tool_choice %q is not one of auto, none, required", s)
+	}
+	var obj struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.Type != "function" || obj.Function.Name == "" {
+		return chain.ToolChoice{}, invalid("tool_choice", `tool_choice must be "auto", "none", "required" or {"type":"function","function":{"name":…}}`)
+	}
+	for _, t := range r.Tools {
+		if t.Function.Name == obj.Function.Name {
+			return chain.ToolChoice{Mode: "function", Name: obj.Function.Name}, nil
+		}
+	}
+	return chain.ToolChoice{}, invalid("tool_choice", "tool_choice names function %q, which is not in tools", obj.Function.Name)
+}
+
+func (r *chatRequest) stop() ([]string, error) {
+	raw := bytes.TrimSpace(r.Stop)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, invalid("stop", "stop must be a string or an array of strings")
+	}
+	return many, nil
+}
+
+// toRunRequest converts a validated request to the chain's form.
+func (r *chatRequest) toRunRequest() *chain.RunRequest {
+	msgs := make([]chain.Message, len(r.Messages))
+	for i, m := range r.Messages {
+		text, _ := contentText(m.Content) // validated
+		msgs[i] = chain.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID, Name: m.Name}
+		for _, tc := range m.ToolCalls {
+			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chain.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	}
+	var tools []chain.Tool
+	for _, t := range r.Tools {
+		tools = append(tools, chain.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
+	}
+	tc, _ := r.toolChoice()
+	stop, _ := r.stop()
+	return &chain.RunRequest{
+		Model:       r.Model,
+		Messages:    msgs,
+		ClientTools: tools,
+		ToolChoice:  tc,
+		Params: chain.Params{
+			Temperature: r.Temperature,
+			TopP:        r.TopP,
+			MaxTokens:   r.maxTokens(),
+			Stop:        stop,
+			Seed:        r.Seed,
+		},
+	}
+}
+
+// Response types, shaped after OpenAI's CreateChatCompletionResponse and
+// CreateChatCompletionStreamResponse: required fields are always present,
+// nullable ones are written as null rather than omitted.
+
+type chatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []choice     `json:"choices"`
+	Usage   chain.Usage  `json:"usage"`
+	Chain   *chain.Trace `json:"chain,omitempty"`
+}
+
+type choice struct {
+	Index        int             `json:"index"`
+	Message      responseMessage `json:"message"`
+	Logprobs     *struct{}       `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+}
+
+type responseMessage struct {
+	Role             string         `json:"role"`
+	Content          *string        `json:"content"`
+	Refusal          *string        `json:"refusal"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+}
+
+type chunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *chain.Usage  `json:"usage,omitempty"`
+	Chain   *chain.Trace  `json:"chain,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int       `json:"index"`
+	Delta        delta     `json:"delta"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason *string   `json:"finish_reason"`
+}
+
+type delta struct {
+	Role             string         `json:"role,omitempty"`
+	Content          *string        `json:"content,omitempty"`
+	ReasoningContent string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+}
+
+func wireCalls(calls []chain.ToolCall, indexed bool) []wireToolCall {
+	out := make([]wireToolCall, len(calls))
+	for i, c := range calls {
+		out[i].ID, out[i].Type = c.ID, "function"
+		out[i].Function.Name, out[i].Function.Arguments = c.Name, c.Arguments
+		if indexed {
+			out[i].Index = &i
+		}
+	}
+	return out
+}
+
+// toResponse builds the non-stream response.
+func toResponse(id, model string, created int64, res *chain.Result, content string) *chatResponse {
+	msg := responseMessage{Role: "assistant", Content: &content, ReasoningContent: res.Message.Reasoning}
+	if len(res.Message.ToolCalls) > 0 {
+		msg.ToolCalls = wireCalls(res.Message.ToolCalls, false)
+		if content == "" {
+			msg.Content = nil
+		}
+	}
+	tr := res.Trace
+	return &chatResponse{
+		ID: id, Object: "chat.completion", Created: created, Model: model,
+		Choices: []choice{{Message: msg, FinishReason: res.FinishReason}},
+		Usage:   tr.Usage(),
+		Chain:   &tr,
+	}
+}
+
+func strptr(s string) *string { return &s }
+
+// newChunk is a stream chunk with one choice carrying d.
+func newChunk(id, model string, created int64, d delta, finish *string) *chunk {
+	return &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
+		Choices: []chunkChoice{{Delta: d, FinishReason: finish}}}
+}
+
+// completionID makes the proxy's own completion ID; upstream IDs are never
+// passed through, so IDs stay unique across nodes.
+func completionID(traceID string) string { return "chatcmpl-" + traceID }
+
+func itoa(n int) string { return strconv.Itoa(n) }

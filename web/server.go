@@ -1,0 +1,328 @@
+// Package web is the HTTP layer: an OpenAI-compatible API
+// (/v1/chat/completions, /v1/models), the design's /chat endpoint with its
+// live event stream, health and readiness, metrics, and the embedded cockpit
+// page. It is the only package that imports gin; it turns requests into
+// chain.RunRequests and chain results and errors into HTTP.
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+)
+
+//go:embed static
+var staticFiles embed.FS
+
+// TraceStore keeps recent traces for GET /v1/chain/traces/{id}, and reports
+// the state store's health for /readyz.
+type TraceStore interface {
+	PutTrace(ctx context.Context, id string, data []byte) error
+	GetTrace(ctx context.Context, id string) ([]byte, bool, error)
+	Status() string
+}
+
+// Options are the server's collaborators and tunables.
+type Options struct {
+	Config *config.Config
+	Engine *chain.Engine
+	Traces TraceStore
+	Logger *slog.Logger
+	// Metrics, when set, records Prometheus metrics and serves /metrics.
+	Metrics *Metrics
+	// Keepalive is the SSE comment interval while no content flows
+	// (default 4s, so that a comment goes out at least every 5 s).
+	Keepalive time.Duration
+	// LogPrompts logs prompt text at debug level.
+	LogPrompts bool
+}
+
+// Server serves the proxy's HTTP API.
+type Server struct {
+	cfg       *config.Config
+	engine    *chain.Engine
+	traces    TraceStore
+	log       *slog.Logger
+	metrics   *Metrics
+	keepalive time.Duration
+	keys      [][]byte
+	handler   http.Handler
+	models    []byte // the /v1/models body, static for the process
+}
+
+// New builds the server's handler tree.
+func New(o Options) *Server {
+	s := &Server{cfg: o.Config, engine: o.Engine, traces: o.Traces, log: o.Logger, metrics: o.Metrics, keepalive: o.Keepalive}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.keepalive <= 0 {
+		s.keepalive = 4 * time.Second
+	}
+	for _, k := range o.Config.Server.APIKeys {
+		s.keys = append(s.keys, []byte(k))
+	}
+	s.models = s.modelList()
+
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(s.recoverer)
+	r.NoRoute(func(c *gin.Context) { s.fail(c, errNotFound) })
+	r.NoMethod(func(c *gin.Context) { s.fail(c, errMethod) })
+
+	api := r.Group("/", s.auth)
+	api.POST("/v1/chat/completions", s.chatCompletions)
+	api.GET("/v1/models", s.listModels)
+	api.GET("/v1/chain/traces/:id", s.getTrace)
+	api.POST("/chat", s.chat)
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+	if s.metrics != nil {
+		r.GET("/metrics", gin.WrapH(s.metrics.Handler()))
+	}
+	sub, _ := fs.Sub(staticFiles, "static")
+	files := http.FileServerFS(sub)
+	r.GET("/", gin.WrapH(files))
+	r.GET("/static/*path", func(c *gin.Context) {
+		c.Request.URL.Path = c.Param("path")
+		files.ServeHTTP(c.Writer, c.Request)
+	})
+	s.handler = r
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// recoverer turns a panic into a 500 in OpenAI's shape, so one bad request
+// never takes the server down. http.ErrAbortHandler is re-raised: it is how
+// a handler aborts a response already under way.
+func (s *Server) recoverer(c *gin.Context) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic", "req_id", c.GetString("req_id"), "panic", v)
+			if !c.Writer.Written() {
+				s.fail(c, errors.New("internal error"))
+			}
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
+
+// auth checks the Bearer key when keys are configured, in constant time.
+func (s *Server) auth(c *gin.Context) {
+	if len(s.keys) == 0 {
+		return
+	}
+	got := []byte(strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer "))
+	ok := 0
+	for _, k := range s.keys {
+		ok |= subtle.ConstantTimeCompare(got, k)
+	}
+	if ok != 1 {
+		s.fail(c, errUnauthorized)
+		c.Abort()
+	}
+}
+
+// fail writes err as OpenAI error JSON with its status.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, obj := statusFor(err)
+	if status == StatusClientClosed {
+		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
+		c.Status(status)
+		return
+	}
+	var qe *chain.QueueFullError
+	if errors.As(err, &qe) {
+		c.Header("Retry-After", itoa(int(qe.RetryAfter/time.Second)))
+	}
+	if status >= 500 {
+		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
+	}
+	c.JSON(status, errorBody{Error: obj})
+}
+
+// readBody reads the request body whole, capped at server.max_body_bytes.
+// Reading it fully before any upstream call keeps the request and response
+// from racing on one connection.
+func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.Server.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &httpError{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
+				"request body larger than " + itoa(int(mbe.Limit)) + " bytes"}
+		}
+		return nil, invalid("", "reading request body: %v", err)
+	}
+	return body, nil
+}
+
+func newTraceID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// conversationKey scopes the anti-loop's memory: the client's session header
+// or user field when given, else the API key and first user message, which
+// stay the same for every request of one conversation.
+func conversationKey(c *gin.Context, user string, msgs []chain.Message) string {
+	if v := c.GetHeader("X-Chain-Session"); v != "" {
+		return "s:" + v
+	}
+	if user != "" {
+		return "u:" + user
+	}
+	h := sha256.New()
+	io.WriteString(h, c.GetHeader("Authorization"))
+	h.Write([]byte{0})
+	for _, m := range msgs {
+		if m.Role == "user" {
+			io.WriteString(h, m.Content)
+			break
+		}
+	}
+	return "h:" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// applyHeaders copies the chain's request headers into req.
+func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
+	switch m := strings.ToLower(c.GetHeader("X-Chain-Mode")); m {
+	case "", "auto":
+	case chain.ModeSimple, chain.ModeReflexive:
+		req.ForcedMode = m
+	default:
+		return invalid("X-Chain-Mode", "header X-Chain-Mode %q is not one of auto, simple, reflexive", m)
+	}
+	req.Category = c.GetHeader("X-Chain-Category")
+	req.Batch = strings.EqualFold(c.GetHeader("X-Chain-Priority"), "batch")
+	return nil
+}
+
+// storeTrace keeps the run's trace for GET /v1/chain/traces/{id}.
+func (s *Server) storeTrace(ctx context.Context, id string, tr *chain.Trace) {
+	if s.traces == nil || tr == nil {
+		return
+	}
+	data, err := json.Marshal(traceDoc{TraceID: id, Chain: tr})
+	if err == nil {
+		err = s.traces.PutTrace(context.WithoutCancel(ctx), id, data)
+	}
+	if err != nil {
+		s.log.Warn("storing trace", "req_id", id, "err", err)
+	}
+}
+
+type traceDoc struct {
+	TraceID string       `json:"trace_id"`
+	Chain   *chain.Trace `json:"chain"`
+}
+
+func (s *Server) getTrace(c *gin.Context) {
+	id := c.Param("id")
+	if s.traces == nil {
+		s.fail(c, &httpError{http.StatusNotFound, "invalid_request_error", "trace_not_found", "trace " + id + " not found"})
+		return
+	}
+	data, ok, err := s.traces.GetTrace(c.Request.Context(), id)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !ok {
+		s.fail(c, &httpError{http.StatusNotFound, "invalid_request_error", "trace_not_found", "trace " + id + " not found (only recent traces are kept)"})
+		return
+	}
+	c.Data(http.StatusOK, "application/json", data)
+}
+
+// modelList renders /v1/models once: the chain models and every node.
+func (s *Server) modelList() []byte {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	now := time.Now().Unix()
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, id := range []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive} {
+		list.Data = append(list.Data, model{id, "model", now, "chainproxy"})
+	}
+	for _, n := range s.cfg.Nodes {
+		list.Data = append(list.Data, model{n.Name, "model", now, n.Provider})
+	}
+	b, _ := json.Marshal(list)
+	return b
+}
+
+func (s *Server) listModels(c *gin.Context) { c.Data(http.StatusOK, "application/json", s.models) }
+
+// readyz probes every node at once and reports each.
+func (s *Server) readyz(c *gin.Context) {
+	type nodeState struct {
+		Name      string `json:"name"`
+		Provider  string `json:"provider"`
+		Model     string `json:"model"`
+		Reachable bool   `json:"reachable"`
+		LatencyMS int64  `json:"latency_ms"`
+		Error     string `json:"error,omitempty"`
+	}
+	nodes := s.engine.Nodes()
+	states := make([]nodeState, len(nodes))
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		states[i] = nodeState{Name: n.Name, Provider: n.Provider, Model: n.Model}
+		wg.Go(func() { // exits when Probe returns, bounded by ctx
+			start := time.Now()
+			err := s.engine.Probe(ctx, n.Name)
+			states[i].LatencyMS = time.Since(start).Milliseconds()
+			if err != nil {
+				states[i].Error = err.Error()
+				return
+			}
+			states[i].Reachable = true
+		})
+	}
+	wg.Wait()
+	status, word := http.StatusServiceUnavailable, "unavailable"
+	for _, st := range states {
+		if st.Reachable {
+			status, word = http.StatusOK, "ready"
+		}
+	}
+	store := "memory"
+	if s.traces != nil {
+		store = s.traces.Status()
+	}
+	c.JSON(status, gin.H{"status": word, "store": store, "nodes": states})
+}

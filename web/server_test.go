@@ -1,0 +1,520 @@
+package web
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"chainproxy/antiloop"
+	"chainproxy/chain"
+	"chainproxy/chain/mock"
+	"chainproxy/config"
+	"chainproxy/internal/oaischema"
+	"chainproxy/store"
+	"chainproxy/tools"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// testConfig scripts three mock nodes: OL1 lists and reads, M1 and M2 answer.
+const testConfig = `
+server:
+  max_body_bytes: 4096
+nodes:
+  - name: OL1
+    provider: mock
+    model: small-1
+    mock:
+      turns:
+        - tool_calls: [{id: call_a, name: list_dir, args: {path: "."}}]
+        - content: "OL1 found a.txt."
+      scenarios:
+        - when: loop
+          turns:
+            - tool_calls: [{name: list_dir, args: {path: "."}}]
+  - name: M1
+    provider: mock
+    model: big-1
+    mock:
+      turns:
+        - content: "M1 synthesis."
+  - name: M2
+    provider: mock
+    model: review-1
+    mock:
+      turns:
+        - content: "Final answer from M2."
+          reasoning: "hidden M2 thoughts"
+      scenarios:
+        - when: boom
+          turns:
+            - fail: "M2 exploded"
+        - when: weather
+          turns:
+            - tool_calls: [{id: call_w, name: get_weather, args: {city: Paris}}]
+            - content: "It is sunny in Paris."
+chain:
+  simple_node: M2
+`
+
+type testServer struct {
+	*httptest.Server
+	cfg   *config.Config
+	store *store.Memory
+}
+
+func newTestServer(t *testing.T, yamlText string, mutate ...func(*config.Config)) *testServer {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yamlText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg.Tools.Root, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range mutate {
+		m(cfg)
+	}
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]chain.Backend{}
+	for _, n := range cfg.Nodes {
+		backends[n.Name] = mock.New(n)
+	}
+	mem := store.NewMemory(10000, 50)
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: mem, Keepalive: 20 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	return &testServer{Server: srv, cfg: cfg, store: mem}
+}
+
+func (s *testServer) post(t *testing.T, path, body string, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func readAll(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBadInput(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.APIKeys = nil })
+	big := `{"model":"chain/auto","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`
+	tests := []struct {
+		name, path, body string
+		status           int
+		typ, code, param string
+	}{
+		{"invalid JSON", "/v1/chat/completions", `{"model":`, 400, "invalid_request_error", "invalid_request", ""},
+		{"missing model", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "invalid_request", "model"},
+		{"missing messages", "/v1/chat/completions", `{"model":"chain/auto"}`, 400, "invalid_request_error", "invalid_request", "messages"},
+		{"empty messages", "/v1/chat/completions", `{"model":"chain/auto","messages":[]}`, 400, "invalid_request_error", "invalid_request", "messages"},
+		{"unknown role", "/v1/chat/completions", `{"model":"chain/auto","messages":[{"role":"robot","content":"hi"}]}`, 400, "invalid_request_error", "invalid_request", "messages[0].role"},
+		{"n > 1", "/v1/chat/completions", `{"model":"chain/auto","n":2,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "invalid_request", "n"},
+		{"temperature high", "/v1/chat/completions", `{"model":"chain/auto","temperature":2.5,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "invalid_request", "temperature"},
+		{"temperature negative", "/v1/chat/completions", `{"model":"chain/auto","temperature":-1,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "invalid_request", "temperature"},
+		{"top_p high", "/v1/chat/completions", `{"model":"chain/auto","top_p":1.5,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request_error", "invalid_request", "top_p"},
+		{"tool message without id", "/v1/chat/completions", `{"model":"chain/auto","messages":[{"role":"user","content":"hi"},{"role":"tool","content":"x"}]}`, 400, "invalid_request_error", "invalid_request", "messages[1].tool_call_id"},
+		{"image part", "/v1/chat/completions", `{"model":"chain/auto","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, 400, "invalid_request_error", "invalid_request", "messages[0].content"},
+		{"wrong type", "/v1/chat/completions", `{"model":"chain/auto","messages":"hi"}`, 400, "invalid_request_error", "invalid_request", "messages"},
+		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "invalid_request_error", "model_not_found", "model"},
+		{"body too large", "/v1/chat/completions", big, 413, "invalid_request_error", "request_too_large", ""},
+		{"unknown path", "/v1/nope", `{}`, 404, "invalid_request_error", "not_found", ""},
+		{"chat empty message", "/chat", `{"message":""}`, 400, "invalid_request_error", "invalid_request", "message"},
+		{"chat bad mode", "/chat", `{"message":"hi","mode":"turbo"}`, 400, "invalid_request_error", "invalid_request", "mode"},
+		{"chat invalid JSON", "/chat", `{`, 400, "invalid_request_error", "invalid_request", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := s.post(t, tt.path, tt.body)
+			body := readAll(t, resp.Body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, tt.status, body)
+			}
+			var e struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Param   *string `json:"param"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(body, &e); err != nil {
+				t.Fatalf("body %s: %v", body, err)
+			}
+			oaischema.Validate(t, "ErrorResponse", body)
+			param := ""
+			if e.Error.Param != nil {
+				param = *e.Error.Param
+			}
+			if e.Error.Type != tt.typ || e.Error.Code == nil || *e.Error.Code != tt.code || param != tt.param || e.Error.Message == "" {
+				t.Errorf("error = %s, want type %s code %s param %q", body, tt.typ, tt.code, tt.param)
+			}
+		})
+	}
+	// The server is still up and answers.
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/simple","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode != 200 {
+		t.Errorf("after bad input: status %d", resp.StatusCode)
+	}
+}
+
+func TestStatusFor(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{&badRequest{param: "n", msg: "bad"}, 400, "invalid_request"},
+		{fmt.Errorf("resolve: %w", chain.ErrUnknownModel), 404, "model_not_found"},
+		{errUnauthorized, 401, "invalid_api_key"},
+		{context.Canceled, 499, "client_closed"},
+		{&chain.UpstreamError{Node: "M1", Kind: chain.KindConnect}, 502, "upstream_error"},
+		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 500}, 502, "upstream_error"},
+		{&chain.UpstreamError{Node: "M1", Kind: chain.KindTimeout}, 504, "upstream_timeout"},
+		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 429}, 429, "upstream_rate_limited"},
+		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 400}, 400, "upstream_rejected"},
+		{&chain.Failure{Err: &chain.UpstreamError{Node: "M1", Kind: chain.KindTimeout}}, 504, "upstream_timeout"},
+		{&chain.Failure{Err: chain.ErrAllStagesFailed}, 502, "chain_failed"},
+		{&chain.QueueFullError{Node: "OL1"}, 429, "rate_limit_exceeded"},
+		{context.DeadlineExceeded, 504, "upstream_timeout"},
+		{errors.New("weird"), 500, "internal_error"},
+	}
+	for _, tt := range tests {
+		status, obj := statusFor(tt.err)
+		if status != tt.status || obj.Code == nil || *obj.Code != tt.code {
+			t.Errorf("statusFor(%v) = %d %v, want %d %s", tt.err, status, obj.Code, tt.status, tt.code)
+		}
+	}
+	if _, obj := statusFor(&chain.Failure{Trace: chain.Trace{Mode: "reflexive"}, Err: chain.ErrAllStagesFailed}); obj.Chain == nil {
+		t.Error("a failed chain's error must carry the trace")
+	}
+}
+
+func TestAuth(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.APIKeys = []string{"sk-good"} })
+	body := `{"model":"chain/simple","messages":[{"role":"user","content":"hi"}]}`
+	for _, tt := range []struct {
+		hdr    string
+		status int
+	}{{"", 401}, {"Bearer sk-bad", 401}, {"Bearer sk-good", 200}} {
+		resp := s.post(t, "/v1/chat/completions", body, "Authorization", tt.hdr)
+		if resp.StatusCode != tt.status {
+			t.Errorf("Authorization %q: status %d, want %d", tt.hdr, resp.StatusCode, tt.status)
+		}
+	}
+	// Health needs no key.
+	resp, err := http.Get(s.URL + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("healthz: %v %v", resp, err)
+	}
+}
+
+// normalize blanks the values that change from run to run.
+func normalize(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	var walk func(any)
+	walk = func(x any) {
+		switch x := x.(type) {
+		case map[string]any:
+			for k, val := range x {
+				switch k {
+				case "duration_ms", "created", "id", "trace_id":
+					x[k] = "X"
+				default:
+					walk(val)
+				}
+			}
+		case []any:
+			for _, val := range x {
+				walk(val)
+			}
+		}
+	}
+	walk(v)
+	out, _ := json.MarshalIndent(v, "", "  ")
+	return append(out, '\n')
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (-want +got):\n--- want\n%s\n--- got\n%s", name, want, got)
+	}
+}
+
+func TestNonStreamReflexiveGolden(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","messages":[{"role":"user","content":"compare things"}]}`)
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	oaischema.Validate(t, "CreateChatCompletionResponse", body)
+	if resp.Header.Get("X-Chain-Mode") != "reflexive" || resp.Header.Get("X-Chain-Trace-Id") == "" {
+		t.Errorf("headers = %v", resp.Header)
+	}
+	if bytes.Contains(body, []byte("hidden M2 thoughts\"")) && bytes.Contains(body, []byte(`"content":"hidden`)) {
+		t.Error("reasoning leaked into content")
+	}
+	golden(t, "reflexive.json.golden", normalize(t, body))
+
+	// The trace is kept and served by id.
+	tr, err := http.Get(s.URL + "/v1/chain/traces/" + resp.Header.Get("X-Chain-Trace-Id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Body.Close()
+	var doc struct {
+		Chain chain.Trace `json:"chain"`
+	}
+	if err := json.NewDecoder(tr.Body).Decode(&doc); err != nil || tr.StatusCode != 200 || len(doc.Chain.Stages) != 3 {
+		t.Errorf("trace lookup: %d %v %+v", tr.StatusCode, err, doc)
+	}
+}
+
+// sseFrames splits an SSE body into its frames.
+func sseFrames(t *testing.T, body []byte) []string {
+	t.Helper()
+	var frames []string
+	var cur strings.Builder
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if cur.Len() > 0 {
+				frames = append(frames, cur.String())
+				cur.Reset()
+			}
+			continue
+		}
+		if cur.Len() > 0 {
+			cur.WriteByte('\n')
+		}
+		cur.WriteString(line)
+	}
+	return frames
+}
+
+func TestStreamReflexive(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"compare things"}]}`)
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	frames := sseFrames(t, readAll(t, resp.Body))
+	var comments, content []string
+	var chunks []map[string]any
+	sawDone := false
+	for i, f := range frames {
+		switch {
+		case strings.HasPrefix(f, ": "):
+			if len(chunks) > 0 {
+				t.Errorf("comment %q after content started", f)
+			}
+			comments = append(comments, f)
+		case f == "data: [DONE]":
+			if i != len(frames)-1 {
+				t.Error("[DONE] is not last")
+			}
+			sawDone = true
+		case strings.HasPrefix(f, "data: "):
+			payload := []byte(strings.TrimPrefix(f, "data: "))
+			oaischema.Validate(t, "CreateChatCompletionStreamResponse", payload)
+			var m map[string]any
+			if err := json.Unmarshal(payload, &m); err != nil {
+				t.Fatal(err)
+			}
+			chunks = append(chunks, m)
+			if ch, _ := m["choices"].([]any); len(ch) > 0 {
+				d := ch[0].(map[string]any)["delta"].(map[string]any)
+				if c, ok := d["content"].(string); ok {
+					content = append(content, c)
+				}
+				if _, ok := d["role"]; ok != (len(chunks) == 1) {
+					t.Errorf("chunk %d: role present = %v; want it only in the first", len(chunks), ok)
+				}
+			}
+		default:
+			t.Errorf("unexpected frame %q", f)
+		}
+	}
+	if !sawDone {
+		t.Error("no [DONE]")
+	}
+	if len(comments) == 0 || !strings.Contains(strings.Join(comments, "\n"), ": stage OL1 turn 1") {
+		t.Errorf("comments = %q, want stage progress", comments)
+	}
+	if got := strings.Join(content, ""); got != "Final answer from M2." {
+		t.Errorf("streamed content %q", got)
+	}
+	last := chunks[len(chunks)-1]
+	if _, ok := last["chain"]; !ok {
+		t.Error("the last chunk before [DONE] must carry chain")
+	}
+	if ch := last["choices"].([]any); len(ch) != 0 || last["usage"] == nil {
+		t.Errorf("last chunk = %v, want the usage chunk with empty choices", last)
+	}
+	prev := chunks[len(chunks)-2]["choices"].([]any)[0].(map[string]any)
+	if prev["finish_reason"] != "stop" {
+		t.Errorf("finish chunk = %v", prev)
+	}
+}
+
+func TestStreamUpstreamFailure(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	// In simple mode nothing has streamed when M2 fails: a proper 502.
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/simple","stream":true,"messages":[{"role":"user","content":"boom"}]}`)
+	body := readAll(t, resp.Body)
+	if resp.StatusCode != 502 {
+		t.Fatalf("status %d body %s, want 502", resp.StatusCode, body)
+	}
+	oaischema.Validate(t, "ErrorResponse", body)
+	if !bytes.Contains(body, []byte("M2 exploded")) || !bytes.Contains(body, []byte(`"chain"`)) {
+		t.Errorf("body %s: want the node's message and the trace", body)
+	}
+}
+
+func TestChatEndpoint(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	t.Run("json", func(t *testing.T) {
+		resp := s.post(t, "/chat", `{"message":"compare things","mode":"reflexive"}`)
+		body := readAll(t, resp.Body)
+		var out chatResponseBody
+		if err := json.Unmarshal(body, &out); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %s %v", resp.StatusCode, body, err)
+		}
+		if out.Reply != "Final answer from M2." || out.Mode != "reflexive" || len(out.Chain) != 3 || len(out.ToolsUsed) != 1 || out.Turns != 4 {
+			t.Errorf("response = %+v", out)
+		}
+		golden(t, "chat.json.golden", normalize(t, body))
+	})
+	t.Run("stream", func(t *testing.T) {
+		resp := s.post(t, "/chat", `{"message":"compare things","stream":true}`)
+		frames := sseFrames(t, readAll(t, resp.Body))
+		var names []string
+		var doneBody string
+		for _, f := range frames {
+			if strings.HasPrefix(f, ":") {
+				continue
+			}
+			lines := strings.SplitN(f, "\n", 2)
+			name := strings.TrimPrefix(lines[0], "event: ")
+			if name != "delta" && (len(names) == 0 || names[len(names)-1] != name || name != "turn") {
+				names = append(names, name)
+			}
+			if name == "done" {
+				doneBody = strings.TrimPrefix(lines[1], "data: ")
+			}
+		}
+		want := []string{"classified", "stage_start", "turn", "tool", "turn", "stage_end", "stage_start", "turn", "stage_end", "stage_start", "turn", "stage_end", "done"}
+		if strings.Join(names, ",") != strings.Join(want, ",") {
+			t.Errorf("events = %v\nwant %v", names, want)
+		}
+		var out chatResponseBody
+		if err := json.Unmarshal([]byte(doneBody), &out); err != nil || out.Reply != "Final answer from M2." {
+			t.Errorf("done = %s (%v)", doneBody, err)
+		}
+	})
+}
+
+func TestModelsAndReady(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	resp, err := http.Get(s.URL + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp.Body)
+	resp.Body.Close()
+	oaischema.Validate(t, "ListModelsResponse", body)
+	for _, id := range []string{"chain/auto", "chain/simple", "chain/reflexive", `"OL1"`, `"M2"`} {
+		if !bytes.Contains(body, []byte(id)) {
+			t.Errorf("models lack %s: %s", id, body)
+		}
+	}
+	resp, err = http.Get(s.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = readAll(t, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"store":"memory"`)) || !bytes.Contains(body, []byte(`"reachable":true`)) {
+		t.Errorf("readyz %d %s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(s.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = readAll(t, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`data-app="chain-cockpit"`)) {
+		t.Errorf("GET / = %d, want the cockpit page", resp.StatusCode)
+	}
+}
+
+func TestRenderDetails(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","messages":[{"role":"user","content":"compare"}]}`, "X-Chain-Render", "details")
+	var out chatResponse
+	if err := json.Unmarshal(readAll(t, resp.Body), &out); err != nil {
+		t.Fatal(err)
+	}
+	c := *out.Choices[0].Message.Content
+	if !strings.HasPrefix(c, `<details type="tool_calls"`) || !strings.Contains(c, "<summary>OL1 ▸ 2 turns</summary>") || !strings.HasSuffix(c, "Final answer from M2.") {
+		t.Errorf("content = %q", c)
+	}
+	// Without the header, plain content.
+	resp = s.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","messages":[{"role":"user","content":"compare"}]}`)
+	out = chatResponse{}
+	_ = json.Unmarshal(readAll(t, resp.Body), &out)
+	if got := *out.Choices[0].Message.Content; got != "Final answer from M2." {
+		t.Errorf("plain content = %q", got)
+	}
+}
