@@ -1,0 +1,187 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultsEqualTheExample(t *testing.T) {
+	t.Setenv("M2_API_KEY", "sk-m2")
+	cfg, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"server.addr", cfg.Server.Addr, "127.0.0.1:8080"},
+		{"nodes", len(cfg.Nodes), 3},
+		{"nodes[0]", cfg.Nodes[0].Name + " " + cfg.Nodes[0].Provider + " " + cfg.Nodes[0].BaseURL + " " + cfg.Nodes[0].Model, "OL1 ollama http://127.0.0.1:11434 qwen3:1.7b"},
+		{"nodes[1].model", cfg.Nodes[1].Model, "qwen3:30b"},
+		{"nodes[2]", cfg.Nodes[2].Provider + " " + cfg.Nodes[2].BaseURL + " " + cfg.Nodes[2].Model, "openai http://127.0.0.1:8000/v1 deepseek-coder-v2"},
+		{"nodes[2].api_key", cfg.Nodes[2].APIKey, "sk-m2"},
+		{"stages", len(cfg.Chain.Stages), 3},
+		{"stages[0]", cfg.Chain.Stages[0], Stage{Node: "OL1", MaxTurns: 4, Tools: true}},
+		{"stages[1]", cfg.Chain.Stages[1], Stage{Node: "M1", MaxTurns: 3}},
+		{"stages[2]", cfg.Chain.Stages[2], Stage{Node: "M2", MaxTurns: 2}},
+		{"max_total_turns", cfg.Chain.MaxTotalTurns, 8},
+		{"simple_node", cfg.Chain.SimpleNode, "OL1"},
+		{"tools.root", cfg.Tools.Root, "./workspace"},
+		{"tools.timeout", cfg.Tools.Timeout, 15 * time.Second},
+		{"tools.max_calls_per_turn", cfg.Tools.MaxCallsPerTurn, 10},
+		{"antiloop.signature_ttl", cfg.Antiloop.SignatureTTL, 30 * time.Second},
+		{"antiloop.call_id_ttl", cfg.Antiloop.CallIDTTL, 5 * time.Minute},
+		{"store.redis_url", cfg.Store.RedisURL, ""},
+		{"ollama concurrency", cfg.Nodes[0].Concurrency(), 1},
+		{"openai concurrency", cfg.Nodes[2].Concurrency(), 0},
+		{"node timeout", cfg.Nodes[0].Timeout, 120 * time.Second},
+		{"connect timeout", cfg.Nodes[0].ConnectTimeout, 2 * time.Second},
+		{"max_queue", cfg.Nodes[0].MaxQueue, 64},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestTheIssueExampleParses(t *testing.T) {
+	example := `
+server:
+  addr: 127.0.0.1:8080
+  api_keys: []
+nodes:
+  - name: OL1
+    provider: ollama
+    base_url: http://127.0.0.1:11434
+    model: qwen3:1.7b
+  - name: M1
+    provider: ollama
+    base_url: http://127.0.0.1:11434
+    model: qwen3:30b
+  - name: M2
+    provider: openai
+    base_url: http://127.0.0.1:8000/v1
+    model: deepseek-coder-v2
+    api_key: ${M2_API_KEY}
+chain:
+  stages:
+    - {node: OL1, max_turns: 4, tools: true}
+    - {node: M1,  max_turns: 3}
+    - {node: M2,  max_turns: 2}
+  max_total_turns: 8
+  simple_node: OL1
+tools:
+  root: ./workspace
+  timeout: 15s
+  max_calls_per_turn: 10
+antiloop:
+  signature_ttl: 30s
+  call_id_ttl: 5m
+store:
+  redis_url: ""
+`
+	t.Setenv("M2_API_KEY", "secret")
+	got, err := Parse([]byte(example))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := Parse(nil)
+	if got.Nodes[2].APIKey != "secret" || got.Chain.MaxTotalTurns != def.Chain.MaxTotalTurns || got.Tools.Timeout != def.Tools.Timeout {
+		t.Errorf("example = %+v", got)
+	}
+}
+
+func TestPartialFileKeepsOtherDefaults(t *testing.T) {
+	cfg, err := Parse([]byte("tools:\n  timeout: 3s\nchain:\n  max_total_turns: 6\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tools.Timeout != 3*time.Second || cfg.Tools.MaxCallsPerTurn != 10 || cfg.Chain.MaxTotalTurns != 6 || len(cfg.Chain.Stages) != 3 {
+		t.Errorf("partial merge wrong: tools %+v chain %+v", cfg.Tools, cfg.Chain)
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown provider", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m}\n  - {name: M1, provider: olama, base_url: http://x, model: m}\n  - {name: M2, provider: mock, mock: {}}\n",
+			`config: nodes[1].provider: unknown provider "olama" (want ollama, openai or mock)`},
+		{"unknown key", "chain:\n  max_turns_total: 3\n", `unknown field "max_turns_total"`},
+		{"duplicate node", "nodes:\n  - {name: OL1, provider: mock, mock: {}}\n  - {name: OL1, provider: mock, mock: {}}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n",
+			`config: nodes[1].name: duplicate node name "OL1"`},
+		{"stage names a missing node", "chain:\n  stages: [{node: M9, max_turns: 2}]\n", `config: chain.stages[0].node: unknown node "M9"`},
+		{"non-positive stage budget", "chain:\n  stages: [{node: OL1, max_turns: 0}]\n", `config: chain.stages[0].max_turns: must be positive, got 0`},
+		{"non-positive total", "chain:\n  max_total_turns: -1\n", `config: chain.max_total_turns: must be positive, got -1`},
+		{"total below stage count", "chain:\n  max_total_turns: 2\n", `config: chain.max_total_turns: 2 cannot give each of the 3 stages a turn`},
+		{"bad duration", "tools:\n  timeout: soon\n", `config:`},
+		{"negative tools budget", "tools:\n  max_calls_per_turn: 0\n", `config: tools.max_calls_per_turn: must be positive, got 0`},
+		{"missing simple node", "chain:\n  simple_node: X\n", `config: chain.simple_node: unknown node "X"`},
+		{"bad redis url", "store:\n  redis_url: localhost:6379\n", `config: store.redis_url: want a redis:// URL`},
+		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAllProblemsReported(t *testing.T) {
+	_, err := Parse([]byte("chain:\n  max_total_turns: 0\n  simple_node: X\ntools:\n  max_calls_per_turn: -2\n"))
+	if err == nil {
+		t.Fatal("want errors")
+	}
+	for _, key := range []string{"chain.max_total_turns", "chain.simple_node", "tools.max_calls_per_turn"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("error lacks %s:\n%v", key, err)
+		}
+	}
+}
+
+func TestParseOverMergesNodesByName(t *testing.T) {
+	base, err := Parse([]byte("nodes:\n  - {name: OL1, provider: mock, mock: {}}\n  - {name: M1, provider: mock, mock: {}}\n  - {name: M2, provider: mock, mock: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseOver(base, []byte("nodes:\n  - {name: M1, provider: ollama, base_url: http://127.0.0.1:1, model: x}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Nodes) != 3 || cfg.Nodes[1].Provider != "ollama" || cfg.Nodes[0].Provider != "mock" {
+		t.Errorf("nodes = %+v", cfg.Nodes)
+	}
+	if base.Nodes[1].Provider != "mock" {
+		t.Error("ParseOver modified its base")
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	cfg, _ := Parse([]byte("server:\n  api_keys: [k1]\nstore:\n  redis_url: redis://user:pw@host:6379/0\n"))
+	r := cfg.Redacted()
+	if r.Server.APIKeys[0] != "***" || strings.Contains(r.Store.RedisURL, "pw") || cfg.Server.APIKeys[0] != "k1" {
+		t.Errorf("redacted = %+v %q", r.Server.APIKeys, r.Store.RedisURL)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("chain:\n  max_total_turns: 8\n"))
+	f.Add([]byte("nodes:\n  - {name: A, provider: mock, mock: {turns: [{content: hi}]}}\nchain:\n  stages: [{node: A, max_turns: 1}]\n  simple_node: A\n"))
+	f.Add([]byte("tools:\n  timeout: 1s\n  http:\n    - {name: q, url: http://x}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			return
+		}
+		// Whatever parses is valid.
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Parse accepted an invalid config: %v", err)
+		}
+	})
+}
