@@ -1,6 +1,10 @@
 package chain
 
 import (
+	"net/http"
+	"time"
+
+	"chainproxy/config"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,4 +167,18 @@ func TransportError(ctx context.Context, node string, err error) error {
 		kind = KindTimeout
 	}
 	return &UpstreamError{Node: node, Kind: kind, Err: err}
+}
+
+// NewHTTPClient is the default HTTP client of a node's backend. Only the dial
+// is bounded by node.ConnectTimeout: a node that does not connect in time is
+// offline. The whole call is bounded by node.Timeout through the context,
+// since a streamed answer may take minutes.
+func NewHTTPClient(node config.Node) *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: node.ConnectTimeout, KeepAlive: 30 * time.Second}
+	t.DialContext = d.DialContext
+	// The default of 2 idle connections per host would make concurrent
+	// requests to one node reopen connections all the time.
+	t.MaxIdleConnsPerHost = 64
+	return &http.Client{Transport: t}
 }

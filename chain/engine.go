@@ -189,6 +189,9 @@ type Result struct {
 	Trace        Trace
 	// Streamed is true when the answer's content went out as EventDelta.
 	Streamed bool
+	// Upstream is the time the run spent waiting on nodes, queues
+	// included: the rest of its duration is the proxy's own.
+	Upstream time.Duration
 }
 
 // Failure is a run that produced no answer; it carries the trace so that the

@@ -19,6 +19,8 @@ type run struct {
 	left int
 	// streamed is set once answer content went out as EventDelta.
 	streamed bool
+	// upstream is the time spent waiting on nodes (queue and calls).
+	upstream time.Duration
 	log      *slog.Logger
 }
 
@@ -167,7 +169,7 @@ func (r *run) simple(ctx context.Context, node *Node) (*Result, error) {
 		return nil, err
 	}
 	if msg != nil {
-		return &Result{Message: *msg, FinishReason: "tool_calls", Trace: r.trace, Streamed: r.streamed}, nil
+		return &Result{Message: *msg, FinishReason: "tool_calls", Trace: r.trace, Streamed: r.streamed, Upstream: r.upstream}, nil
 	}
 	return r.result(ctx, s)
 }
@@ -285,6 +287,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	var content, reasoning strings.Builder
 	var calls []ToolCall
 	var usage *Usage
+	defer func(t0 time.Time) { r.upstream += time.Since(t0) }(time.Now())
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
 		if err != nil {
@@ -292,21 +295,39 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 		defer release()
 	}
-	err := s.node.Backend.Chat(ctx, req, func(c Chunk) error {
-		content.WriteString(c.Content)
-		reasoning.WriteString(c.Reasoning)
-		calls = append(calls, c.ToolCalls...)
-		if c.Usage != nil {
-			usage = c.Usage
-		}
-		if live && (c.Content != "" || c.Reasoning != "") {
-			if c.Content != "" {
-				r.streamed = true
+	sent := false // whether this call's content reached the client
+	var err error
+	for attempt := 0; ; attempt++ {
+		content.Reset()
+		reasoning.Reset()
+		calls, usage = nil, nil
+		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
+			content.WriteString(c.Content)
+			reasoning.WriteString(c.Reasoning)
+			calls = append(calls, c.ToolCalls...)
+			if c.Usage != nil {
+				usage = c.Usage
 			}
-			return r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: c.Content, Reasoning: c.Reasoning})
+			if live && (c.Content != "" || c.Reasoning != "") {
+				sent = true
+				if c.Content != "" {
+					r.streamed = true
+				}
+				return r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: c.Content, Reasoning: c.Reasoning})
+			}
+			return nil
+		})
+		// Batch requests ride out a node restarting (design 001: retry
+		// with backoff); interactive ones fail fast. Never once the client
+		// has seen part of the answer: a retry would repeat it.
+		if err == nil || !r.req.Batch || sent || attempt >= len(s.node.RetryBackoff) || !retryable(err) {
+			break
 		}
-		return nil
-	})
+		r.log.Info("retrying upstream call", "node", s.node.Name, "attempt", attempt+1, "err", err)
+		if werr := wait(ctx, s.node.RetryBackoff[attempt]); werr != nil {
+			return Message{}, werr
+		}
+	}
 	if usage != nil {
 		s.st.Usage = s.st.Usage.Add(*usage)
 	}
@@ -348,8 +369,31 @@ func (r *run) result(ctx context.Context, s *stage) (*Result, error) {
 		FinishReason: "stop",
 		Trace:        r.trace,
 		Streamed:     true,
+		Upstream:     r.upstream,
 	}
 	return res, nil
+}
+
+// retryable reports upstream failures worth another try: the node refused
+// the connection or answered 502/503. Other 4xx and 5xx would fail again.
+func retryable(err error) bool {
+	var ue *UpstreamError
+	if !errors.As(err, &ue) {
+		return false
+	}
+	return ue.Kind == KindConnect || ue.Kind == KindStatus && (ue.Status == 502 || ue.Status == 503)
+}
+
+// wait sleeps for d or until ctx ends.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // fatal reports errors that end the whole run rather than one stage: the

@@ -1,0 +1,405 @@
+// Package ollama is the chain.Backend of a node served by Ollama, spoken in
+// Ollama's native API (POST /api/chat streamed as NDJSON, GET /api/version)
+// with the wire types of github.com/ollama/ollama/api, rather than through
+// Ollama's OpenAI layer, whose gaps (made-up tool call IDs, reasoning dropped
+// or mixed into the content) the proxy closes itself.
+//
+// It translates between chain's neutral types and Ollama's wire types and
+// maps every failure to a *chain.UpstreamError. It imports chain and config,
+// never web or gin.
+package ollama
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+)
+
+var (
+	_ chain.Backend = (*Backend)(nil)
+	_ chain.Prober  = (*Backend)(nil)
+)
+
+// Backend calls one Ollama node.
+type Backend struct {
+	node    config.Node
+	http    *http.Client
+	chatURL string
+	client  *api.Client
+	// err is a base URL that does not parse, reported by every call rather
+	// than at construction so that one bad node does not stop the others.
+	err error
+}
+
+// New returns the backend of node. With a nil httpClient it builds one whose
+// connection attempts give up after node.ConnectTimeout (an unreachable node
+// fails fast as offline) and that sets no response header timeout: a model
+// may think for a long time before its first byte, and node.Timeout bounds
+// the whole call instead.
+func New(node config.Node, httpClient *http.Client) *Backend {
+	if httpClient == nil {
+		httpClient = chain.NewHTTPClient(node)
+	}
+	b := &Backend{node: node, http: httpClient}
+	base, err := url.Parse(node.BaseURL)
+	if err != nil {
+		b.err = fmt.Errorf("ollama: node %s: base url: %w", node.Name, err)
+		return b
+	}
+	b.client = api.NewClient(base, httpClient)
+	b.chatURL = base.JoinPath("/api/chat").String()
+	return b
+}
+
+// Chat streams the model's answer to fn. Content and reasoning are delivered
+// as they arrive; tool calls, the finish reason and the usage come in the
+// last chunk. An error returned by fn stops the stream and is returned as is.
+func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+	if b.err != nil {
+		return b.err
+	}
+	creq, err := ToChatRequest(req)
+	if err != nil {
+		return fmt.Errorf("ollama: node %s: %w", b.node.Name, err)
+	}
+	if b.node.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
+		defer cancel()
+	}
+	var st Stream
+	err = b.chat(ctx, creq, func(resp *api.ChatResponse) error {
+		c := st.Add(resp)
+		if isEmpty(c) {
+			return nil
+		}
+		if err := fn(c); err != nil {
+			return consumerError{err}
+		}
+		return nil
+	})
+	var ce consumerError
+	switch {
+	case errors.As(err, &ce):
+		return ce.err
+	case err != nil:
+		return upstreamError(ctx, b.node.Name, err)
+	case !st.Done():
+		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before its done line"}
+	}
+	return nil
+}
+
+// maxLine caps one NDJSON line, as Ollama's own client does.
+const maxLine = 8 << 20
+
+// streamError is an {"error": …} line in the middle of a stream.
+type streamError struct{ msg string }
+
+func (e *streamError) Error() string { return e.msg }
+
+// chat is POST /api/chat, streamed: fn gets each decoded line.
+//
+// It does the work of api.Client.Chat, with the same wire types, for two
+// reasons. That client allocates an 8 MiB line buffer per call (a few
+// milliseconds of zeroing and a GC cycle's worth of garbage per request),
+// where a buffer that grows to the longest line is enough. And it ends
+// quietly, as a success, when the connection drops mid-stream.
+func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, fn func(*api.ChatResponse) error) error {
+	body, err := json.Marshal(creq)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.chatURL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/x-ndjson")
+	resp, err := b.http.Do(hreq)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= http.StatusBadRequest {
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return err
+		}
+		se := api.StatusError{StatusCode: resp.StatusCode, Status: resp.Status}
+		if json.Unmarshal(data, &se) != nil || se.ErrorMessage == "" {
+			se.ErrorMessage = strings.TrimSpace(string(data))
+		}
+		return se
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, maxLine)
+	for sc.Scan() {
+		data := sc.Bytes()
+		if len(bytes.TrimSpace(data)) == 0 {
+			continue
+		}
+		var l struct {
+			api.ChatResponse
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(data, &l); err != nil {
+			return fmt.Errorf("decode stream line: %w", err)
+		}
+		if l.Error != "" {
+			return &streamError{l.Error}
+		}
+		if err := fn(&l.ChatResponse); err != nil {
+			return err
+		}
+		if l.Done {
+			drain(resp.Body)
+			return nil
+		}
+	}
+	return sc.Err()
+}
+
+// drain reads the little that follows the last line of a stream (the end
+// of the chunked body) so that the connection goes back to the pool: one
+// closed before its end is thrown away, and a new one costs a handshake
+// per request. Servers end the body right after their last line.
+func drain(body io.Reader) {
+	io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+}
+
+// Probe checks that the node answers GET /api/version, without running a model.
+func (b *Backend) Probe(ctx context.Context) error {
+	if b.err != nil {
+		return b.err
+	}
+	if _, err := b.client.Version(ctx); err != nil {
+		return upstreamError(ctx, b.node.Name, err)
+	}
+	return nil
+}
+
+// consumerError marks an error returned by the caller's fn, so that it is
+// told apart from the client's own errors and returned unchanged.
+type consumerError struct{ err error }
+
+func (e consumerError) Error() string { return e.err.Error() }
+
+// upstreamError maps an error of api.Client to a *chain.UpstreamError.
+func upstreamError(ctx context.Context, node string, err error) error {
+	var se api.StatusError
+	if errors.As(err, &se) {
+		msg := se.ErrorMessage
+		if msg == "" {
+			msg = se.Status
+		}
+		return &chain.UpstreamError{Node: node, Kind: chain.KindStatus, Status: se.StatusCode, Message: msg, Err: err}
+	}
+	var ae api.AuthorizationError
+	if errors.As(err, &ae) {
+		return &chain.UpstreamError{Node: node, Kind: chain.KindStatus, Status: ae.StatusCode, Message: "unauthorized", Err: err}
+	}
+	var me *streamError
+	if errors.As(err, &me) {
+		return &chain.UpstreamError{Node: node, Kind: chain.KindProtocol, Message: me.msg, Err: err}
+	}
+	// Transport failures, a cut stream (io.ErrUnexpectedEOF), a line that
+	// is not JSON: TransportError tells a timeout or a caller that went
+	// away from a broken upstream.
+	return chain.TransportError(ctx, node, err)
+}
+
+func isEmpty(c chain.Chunk) bool {
+	return c.Content == "" && c.Reasoning == "" && c.ToolCalls == nil && c.FinishReason == "" && c.Usage == nil
+}
+
+// ToChatRequest translates a chain request to Ollama's, always streamed.
+//
+// The "developer" role becomes "system", which Ollama's templates know. An
+// assistant message's reasoning goes back as "thinking", which Ollama's
+// templates use or drop as the model needs (gpt-oss wants it back between
+// tool calls). A
+// tool message gets tool_name from the assistant call it answers when it
+// does not carry one. Tool-call arguments that are not a JSON object are
+// sent as an empty object: Ollama wants an object, and the model's mistake
+// already is in the trace. Think is left unset so that each model runs with
+// its own default: true fails on models that cannot think, false would
+// silence the reasoning of models that rely on it, and either way the
+// reasoning comes back apart from the content (native "thinking" or <think>
+// tags, both handled by Stream).
+func ToChatRequest(req *chain.Request) (*api.ChatRequest, error) {
+	stream := true
+	out := &api.ChatRequest{
+		Model:    req.Model,
+		Stream:   &stream,
+		Messages: make([]api.Message, 0, len(req.Messages)),
+		Options:  options(req.Params),
+	}
+	var toolNames map[string]string // call ID → tool name
+	for _, m := range req.Messages {
+		am := api.Message{Role: m.Role, Content: m.Content, Thinking: m.Reasoning}
+		switch m.Role {
+		case "developer":
+			am.Role = "system"
+		case "assistant":
+			for i, tc := range m.ToolCalls {
+				am.ToolCalls = append(am.ToolCalls, api.ToolCall{
+					ID: tc.ID,
+					Function: api.ToolCallFunction{
+						Index:     i,
+						Name:      tc.Name,
+						Arguments: ToArguments(tc.Arguments),
+					},
+				})
+				if tc.ID != "" {
+					if toolNames == nil {
+						toolNames = map[string]string{}
+					}
+					toolNames[tc.ID] = tc.Name
+				}
+			}
+		case "tool":
+			am.ToolCallID = m.ToolCallID
+			am.ToolName = m.Name
+			if am.ToolName == "" {
+				am.ToolName = toolNames[m.ToolCallID]
+			}
+		}
+		out.Messages = append(out.Messages, am)
+	}
+	for _, t := range req.Tools {
+		params := api.ToolFunctionParameters{Type: "object"}
+		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+			if err := json.Unmarshal(t.Parameters, &params); err != nil {
+				return nil, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
+			}
+		}
+		if params.Properties == nil {
+			params.Properties = api.NewToolPropertiesMap()
+		}
+		out.Tools = append(out.Tools, api.Tool{
+			Type:     "function",
+			Function: api.ToolFunction{Name: t.Name, Description: t.Description, Parameters: params},
+		})
+	}
+	return out, nil
+}
+
+// options maps the sampling parameters to Ollama's option names; nil when
+// none is set, so the model's own defaults apply.
+func options(p chain.Params) map[string]any {
+	opts := map[string]any{}
+	if p.Temperature != nil {
+		opts["temperature"] = *p.Temperature
+	}
+	if p.TopP != nil {
+		opts["top_p"] = *p.TopP
+	}
+	if p.MaxTokens != nil {
+		opts["num_predict"] = *p.MaxTokens
+	}
+	if len(p.Stop) > 0 {
+		opts["stop"] = p.Stop
+	}
+	if p.Seed != nil {
+		opts["seed"] = *p.Seed
+	}
+	if len(opts) == 0 {
+		return nil
+	}
+	return opts
+}
+
+// ToArguments decodes a tool call's JSON text into Ollama's ordered
+// arguments, keeping the model's key order; anything but a JSON object gives
+// an empty object.
+func ToArguments(text string) api.ToolCallFunctionArguments {
+	// The client's decoder accepts null and leaves a nil map that encodes
+	// as null again, so only text that opens an object is decoded.
+	t := strings.TrimSpace(text)
+	var args api.ToolCallFunctionArguments
+	if !strings.HasPrefix(t, "{") || json.Unmarshal([]byte(t), &args) != nil {
+		return api.NewToolCallFunctionArguments()
+	}
+	return args
+}
+
+// Stream turns the lines of one Ollama chat stream into chunks. The zero
+// value is ready; a Stream serves one call.
+type Stream struct {
+	think chain.ThinkSplitter
+	calls []chain.ToolCall
+	done  bool
+}
+
+// Add translates one line. Reasoning comes from the native "thinking" field
+// and from <think> tags at the head of the content, for models that have no
+// thinking support in Ollama and write their reasoning inline. Tool calls
+// are kept for the last chunk, the one of the done line.
+func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
+	var c chain.Chunk
+	c.Content, c.Reasoning = s.think.Feed(resp.Message.Content)
+	if th := resp.Message.Thinking; th != "" {
+		c.Reasoning = th + c.Reasoning
+	}
+	for _, tc := range resp.Message.ToolCalls {
+		s.calls = append(s.calls, FromToolCall(tc))
+	}
+	if !resp.Done {
+		return c
+	}
+	s.done = true
+	content, reasoning := s.think.Flush()
+	c.Content += content
+	c.Reasoning += reasoning
+	c.ToolCalls = s.calls
+	switch {
+	case len(s.calls) > 0:
+		c.FinishReason = "tool_calls"
+	case resp.DoneReason == "length":
+		c.FinishReason = "length"
+	default:
+		c.FinishReason = "stop"
+	}
+	if resp.PromptEvalCount > 0 || resp.EvalCount > 0 {
+		c.Usage = &chain.Usage{
+			PromptTokens:     resp.PromptEvalCount,
+			CompletionTokens: resp.EvalCount,
+			TotalTokens:      resp.PromptEvalCount + resp.EvalCount,
+		}
+	}
+	return c
+}
+
+// Done reports whether the done line was seen.
+func (s *Stream) Done() bool { return s.done }
+
+// FromToolCall translates a whole Ollama tool call. A missing ID is replaced
+// by a proxy-made unique one, since results are matched to calls by ID.
+func FromToolCall(tc api.ToolCall) chain.ToolCall {
+	id := tc.ID
+	if id == "" {
+		id = NewCallID()
+	}
+	args, err := json.Marshal(tc.Function.Arguments)
+	if err != nil {
+		args = []byte("{}")
+	}
+	return chain.ToolCall{ID: id, Name: tc.Function.Name, Arguments: string(args)}
+}
+
+// NewCallID returns a unique tool call ID in OpenAI's style.
+func NewCallID() string { return "call_" + rand.Text() }

@@ -1,0 +1,454 @@
+// Package openai is the chain.Backend of a node served by any
+// OpenAI-compatible chat completions API (OpenAI, vLLM, llama.cpp server,
+// LM Studio, Ollama's /v1), spoken through github.com/sashabaranov/go-openai.
+//
+// The upstream is always streamed, whatever the proxy's client asked: one
+// code path, content delivered as it comes, and a hung upstream noticed
+// early. Reasoning arrives as reasoning_content, reasoning or <think> tags
+// at the head of the content; it comes out of Chat one way, in
+// chain.Chunk.Reasoning. Tool call fragments are assembled by index.
+//
+// It imports chain and config, never web or gin.
+package openai
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	goopenai "github.com/sashabaranov/go-openai"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+)
+
+var (
+	_ chain.Backend = (*Backend)(nil)
+	_ chain.Prober  = (*Backend)(nil)
+)
+
+// Backend calls one OpenAI-compatible node.
+type Backend struct {
+	node   config.Node
+	http   goopenai.HTTPDoer
+	config goopenai.ClientConfig
+	client *goopenai.Client
+	// noStreamOptions is set once the upstream refused stream_options:
+	// later calls do without it (and without usage) rather than fail
+	// once each.
+	noStreamOptions atomic.Bool
+}
+
+// New returns the backend of node, with its base URL and API key. With a nil
+// httpClient it builds one whose connection attempts give up after
+// node.ConnectTimeout (an unreachable node fails fast as offline) and that
+// sets no response header timeout: a model may think for a long time before
+// its first byte, and node.Timeout bounds the whole call instead.
+func New(node config.Node, httpClient *http.Client) *Backend {
+	if httpClient == nil {
+		httpClient = chain.NewHTTPClient(node)
+	}
+	cfg := goopenai.DefaultConfig(node.APIKey)
+	cfg.BaseURL = node.BaseURL
+	cfg.HTTPClient = httpClient
+	return &Backend{node: node, http: httpClient, config: cfg, client: goopenai.NewClientWithConfig(cfg)}
+}
+
+// Chat streams the model's answer to fn. Content and reasoning are delivered
+// as they arrive; tool calls, the finish reason and the usage come in the
+// last chunk. An error returned by fn stops the stream and is returned as is.
+//
+// The request asks for stream_options.include_usage so that the usage comes
+// back. Some OpenAI-compatible servers refuse that field with a 400 that
+// names it: the call is then made again once without it, and the backend
+// remembers not to send it to that node any more.
+func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+	creq, err := ToChatRequest(req)
+	if err != nil {
+		return fmt.Errorf("openai: node %s: %w", b.node.Name, err)
+	}
+	if b.node.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
+		defer cancel()
+	}
+	if !b.noStreamOptions.Load() {
+		creq.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
+	}
+	// A client per call, to get hold of the response: see drain.
+	doer := &lastResponse{doer: b.http}
+	cfg := b.config
+	cfg.HTTPClient = doer
+	client := goopenai.NewClientWithConfig(cfg)
+	stream, err := client.CreateChatCompletionStream(ctx, creq)
+	if err != nil && creq.StreamOptions != nil && rejectsStreamOptions(err) {
+		b.noStreamOptions.Store(true)
+		creq.StreamOptions = nil
+		stream, err = client.CreateChatCompletionStream(ctx, creq)
+	}
+	if err != nil {
+		return b.upstreamError(ctx, err)
+	}
+	defer stream.Close()
+
+	var st Stream
+	for {
+		data, err := stream.RecvRaw()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return b.upstreamError(ctx, err)
+		}
+		c, err := st.Add(data)
+		if err != nil {
+			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: err.Error(), Err: err}
+		}
+		if !isEmpty(c) {
+			if err := fn(c); err != nil {
+				return err
+			}
+		}
+	}
+	// go-openai reports the end of the body and "data: [DONE]" alike. A
+	// stream that ends without a finish reason was cut short.
+	last, ok := st.Finish()
+	if !ok {
+		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before a finish_reason"}
+	}
+	err = fn(last)
+	doer.drain()
+	return err
+}
+
+// lastResponse is an HTTPDoer that keeps the last response it got.
+type lastResponse struct {
+	doer goopenai.HTTPDoer
+	resp *http.Response
+}
+
+func (d *lastResponse) Do(req *http.Request) (*http.Response, error) {
+	resp, err := d.doer.Do(req)
+	d.resp = resp
+	return resp, err
+}
+
+// drain reads the little that follows "data: [DONE]" (a blank line and the
+// end of the chunked body) so that the connection goes back to the pool:
+// go-openai stops reading at [DONE], and a connection closed before the end
+// of its body is thrown away, which costs a handshake per request. Servers
+// end the body right after [DONE].
+func (d *lastResponse) drain() {
+	if d.resp != nil {
+		io.Copy(io.Discard, io.LimitReader(d.resp.Body, 4<<10))
+	}
+}
+
+// Probe checks that the node answers GET {base}/models, without running a model.
+func (b *Backend) Probe(ctx context.Context) error {
+	if _, err := b.client.ListModels(ctx); err != nil {
+		return b.upstreamError(ctx, err)
+	}
+	return nil
+}
+
+// rejectsStreamOptions reports whether err is an upstream refusing the
+// stream_options field (400, or 422 from pydantic-based servers).
+func rejectsStreamOptions(err error) bool {
+	var (
+		status int
+		msg    string
+	)
+	var reqErr *goopenai.RequestError
+	var apiErr *goopenai.APIError
+	switch {
+	case errors.As(err, &reqErr):
+		status, msg = reqErr.HTTPStatusCode, string(reqErr.Body)
+	case errors.As(err, &apiErr):
+		status, msg = apiErr.HTTPStatusCode, apiErr.Message
+	default:
+		return false
+	}
+	return (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) &&
+		strings.Contains(msg, "stream_options")
+}
+
+// maxErrorBody caps what of a non-JSON error body goes into a message.
+const maxErrorBody = 512
+
+// upstreamError maps an error of go-openai to a *chain.UpstreamError.
+func (b *Backend) upstreamError(ctx context.Context, err error) error {
+	// RequestError first: it may wrap an APIError that has no status.
+	var reqErr *goopenai.RequestError
+	if errors.As(err, &reqErr) {
+		msg := strings.TrimSpace(string(reqErr.Body))
+		if len(msg) > maxErrorBody {
+			msg = msg[:maxErrorBody] + "…"
+		}
+		if msg == "" {
+			msg = reqErr.HTTPStatus
+		}
+		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: reqErr.HTTPStatusCode, Message: msg, Err: err}
+	}
+	var apiErr *goopenai.APIError
+	if errors.As(err, &apiErr) {
+		if apiErr.HTTPStatusCode == 0 {
+			// A data: {"error": …} event inside a stream that had begun.
+			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: apiErr.Message, Err: err}
+		}
+		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: apiErr.HTTPStatusCode, Message: apiErr.Message, Err: err}
+	}
+	return chain.TransportError(ctx, b.node.Name, err)
+}
+
+func isEmpty(c chain.Chunk) bool {
+	return c.Content == "" && c.Reasoning == "" && c.ToolCalls == nil && c.FinishReason == "" && c.Usage == nil
+}
+
+// emptyParameters is sent for a tool declared without parameters: OpenAI
+// accepts a function without them, but several compatible servers do not.
+var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// reasoningModel reports the model names go-openai validates as reasoning
+// models, which refuse max_tokens and want max_completion_tokens.
+func reasoningModel(model string) bool {
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ToChatRequest translates a chain request to a chat completion request.
+//
+// The "developer" role is sent as "system": OpenAI treats the two alike
+// and many compatible servers know only "system". Earlier reasoning is not
+// sent back (DeepSeek refuses reasoning_content in input messages), nor the
+// tool name of a tool message, which OpenAI's schema does not have.
+func ToChatRequest(req *chain.Request) (goopenai.ChatCompletionRequest, error) {
+	out := goopenai.ChatCompletionRequest{
+		Model:    req.Model,
+		Messages: make([]goopenai.ChatCompletionMessage, 0, len(req.Messages)),
+	}
+	for _, m := range req.Messages {
+		om := goopenai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
+		if m.Role == "developer" {
+			om.Role = "system"
+		}
+		for _, tc := range m.ToolCalls {
+			om.ToolCalls = append(om.ToolCalls, goopenai.ToolCall{
+				ID:       tc.ID,
+				Type:     goopenai.ToolTypeFunction,
+				Function: goopenai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments},
+			})
+		}
+		out.Messages = append(out.Messages, om)
+	}
+	for _, t := range req.Tools {
+		params := emptyParameters
+		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+			if !json.Valid(t.Parameters) {
+				return out, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
+			}
+			params = t.Parameters
+		}
+		out.Tools = append(out.Tools, goopenai.Tool{
+			Type:     goopenai.ToolTypeFunction,
+			Function: &goopenai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
+		})
+	}
+	p := req.Params
+	// go-openai drops a zero temperature or top_p (omitempty on a float32),
+	// which would leave the server's default (often 1) in place; the
+	// smallest positive float32 is sent instead and means zero in practice.
+	if p.Temperature != nil {
+		out.Temperature = nonZero(*p.Temperature)
+	}
+	if p.TopP != nil {
+		out.TopP = nonZero(*p.TopP)
+	}
+	if p.MaxTokens != nil {
+		if reasoningModel(req.Model) {
+			out.MaxCompletionTokens = *p.MaxTokens
+		} else {
+			// max_tokens, not max_completion_tokens: it is the one that
+			// every compatible server understands.
+			out.MaxTokens = *p.MaxTokens
+		}
+	}
+	out.Stop = p.Stop
+	if p.Seed != nil {
+		seed := int(*p.Seed)
+		out.Seed = &seed
+	}
+	return out, nil
+}
+
+func nonZero(f float64) float32 {
+	if f == 0 {
+		return math.SmallestNonzeroFloat32
+	}
+	return float32(f)
+}
+
+// Stream assembles the chunks of one chat completion stream. The zero value
+// is ready; a Stream serves one call.
+type Stream struct {
+	think  chain.ThinkSplitter
+	calls  []*pendingCall
+	finish string
+	usage  *chain.Usage
+}
+
+type pendingCall struct {
+	index int
+	id    string
+	name  string
+	args  strings.Builder
+}
+
+// streamChunk is the part of a chat.completion.chunk the proxy reads. It is
+// decoded here rather than by go-openai, whose delta has no "reasoning".
+type streamChunk struct {
+	Choices []struct {
+		Index int `json:"index"`
+		Delta struct {
+			Content          string `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+			Reasoning        string `json:"reasoning"`
+			ToolCalls        []struct {
+				Index    *int   `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *chain.Usage `json:"usage"`
+}
+
+// maxToolCalls bounds the tool calls of one answer, so that an upstream
+// sending absurd indexes cannot make the proxy grow without end.
+const maxToolCalls = 1024
+
+// Add decodes one event's data and returns what it adds for the caller:
+// content and reasoning at once; tool call fragments, the finish reason and
+// the usage are kept for Finish.
+func (s *Stream) Add(data []byte) (chain.Chunk, error) {
+	var sc streamChunk
+	if err := json.Unmarshal(data, &sc); err != nil {
+		return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
+	}
+	if sc.Usage != nil {
+		s.usage = sc.Usage
+	}
+	var c chain.Chunk
+	for i := range sc.Choices {
+		ch := &sc.Choices[i]
+		if ch.Index != 0 {
+			continue // only one choice is ever asked for
+		}
+		d := &ch.Delta
+		c.Content, c.Reasoning = s.think.Feed(d.Content)
+		// Servers in transition have sent the same text in both fields:
+		// take one.
+		if r := cmp.Or(d.ReasoningContent, d.Reasoning); r != "" {
+			c.Reasoning = r + c.Reasoning
+		}
+		for _, td := range d.ToolCalls {
+			pc := s.call(td.Index, td.ID)
+			if pc == nil {
+				return chain.Chunk{}, fmt.Errorf("tool call index %d out of range", *td.Index)
+			}
+			if pc.id == "" {
+				pc.id = td.ID
+			}
+			// The name comes whole in the first fragment; some servers
+			// repeat it in later ones.
+			if pc.name == "" {
+				pc.name = td.Function.Name
+			}
+			pc.args.WriteString(td.Function.Arguments)
+		}
+		if ch.FinishReason != "" {
+			s.finish = ch.FinishReason
+		}
+	}
+	return c, nil
+}
+
+// call finds or makes the call a fragment belongs to. Fragments without an
+// index (servers that leave it out) go to the call of their ID, a new call
+// when the ID is new, else to the last call.
+func (s *Stream) call(index *int, id string) *pendingCall {
+	if index != nil {
+		if *index < 0 || *index >= maxToolCalls {
+			return nil
+		}
+		for _, pc := range s.calls {
+			if pc.index == *index {
+				return pc
+			}
+		}
+		pc := &pendingCall{index: *index}
+		s.calls = append(s.calls, pc)
+		return pc
+	}
+	for _, pc := range s.calls {
+		if id != "" && pc.id == id {
+			return pc
+		}
+	}
+	if id != "" || len(s.calls) == 0 {
+		if len(s.calls) >= maxToolCalls {
+			return nil
+		}
+		pc := &pendingCall{index: len(s.calls)}
+		s.calls = append(s.calls, pc)
+		return pc
+	}
+	return s.calls[len(s.calls)-1]
+}
+
+// Finish returns the last chunk: what the think splitter held back, the
+// assembled tool calls in index order, the finish reason and the usage. It
+// reports false when no finish reason was seen, which means the stream was
+// cut short.
+func (s *Stream) Finish() (chain.Chunk, bool) {
+	if s.finish == "" {
+		return chain.Chunk{}, false
+	}
+	var c chain.Chunk
+	c.Content, c.Reasoning = s.think.Flush()
+	slices.SortFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
+	for _, pc := range s.calls {
+		id := pc.id
+		if id == "" {
+			id = "call_" + rand.Text()
+		}
+		c.ToolCalls = append(c.ToolCalls, chain.ToolCall{ID: id, Name: pc.name, Arguments: pc.args.String()})
+	}
+	switch {
+	case len(c.ToolCalls) > 0:
+		c.FinishReason = "tool_calls"
+	case s.finish == "length":
+		c.FinishReason = "length"
+	default:
+		c.FinishReason = "stop"
+	}
+	c.Usage = s.usage
+	return c, true
+}

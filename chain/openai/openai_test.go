@@ -1,0 +1,667 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+	"chainproxy/internal/fakeopenai"
+)
+
+func node(baseURL string) config.Node {
+	return config.Node{
+		Name:           "M2",
+		Provider:       config.ProviderOpenAI,
+		BaseURL:        baseURL,
+		Model:          "deepseek-coder-v2",
+		APIKey:         "sk-test",
+		Timeout:        30 * time.Second,
+		ConnectTimeout: 2 * time.Second,
+	}
+}
+
+func userRequest(text string) *chain.Request {
+	return &chain.Request{Model: "deepseek-coder-v2", Messages: []chain.Message{{Role: "user", Content: text}}}
+}
+
+type result struct {
+	chunks    []chain.Chunk
+	content   string
+	reasoning string
+	calls     []chain.ToolCall
+	finish    string
+	usage     *chain.Usage
+}
+
+func collect(ctx context.Context, b chain.Backend, req *chain.Request) (result, error) {
+	var r result
+	var c, th strings.Builder
+	err := b.Chat(ctx, req, func(ch chain.Chunk) error {
+		r.chunks = append(r.chunks, ch)
+		c.WriteString(ch.Content)
+		th.WriteString(ch.Reasoning)
+		if ch.ToolCalls != nil {
+			r.calls = ch.ToolCalls
+		}
+		if ch.FinishReason != "" {
+			r.finish = ch.FinishReason
+			r.usage = ch.Usage
+		}
+		return nil
+	})
+	r.content, r.reasoning = c.String(), th.String()
+	return r, err
+}
+
+func TestChat(t *testing.T) {
+	tests := []struct {
+		name          string
+		reply         fakeopenai.Reply
+		wantContent   string
+		wantReasoning string
+		wantCalls     []chain.ToolCall
+		wantFinish    string
+		wantUsage     *chain.Usage
+	}{
+		{
+			name:        "content in pieces with usage",
+			reply:       fakeopenai.Reply{Content: []string{"Hel", "lo, ", "world."}, PromptTokens: 9, CompletionTokens: 4},
+			wantContent: "Hello, world.",
+			wantFinish:  "stop",
+			wantUsage:   &chain.Usage{PromptTokens: 9, CompletionTokens: 4, TotalTokens: 13},
+		},
+		{
+			name:          "reasoning_content kept apart",
+			reply:         fakeopenai.Reply{Reasoning: []string{"Let me ", "think."}, Content: []string{"42"}},
+			wantContent:   "42",
+			wantReasoning: "Let me think.",
+			wantFinish:    "stop",
+		},
+		{
+			name:          "reasoning field kept apart",
+			reply:         fakeopenai.Reply{Reasoning: []string{"hmm"}, ReasoningField: "reasoning", Content: []string{"ok"}},
+			wantContent:   "ok",
+			wantReasoning: "hmm",
+			wantFinish:    "stop",
+		},
+		{
+			name:          "think tags split across chunks",
+			reply:         fakeopenai.Reply{Content: []string{"<", "think>pl", "an</thi", "nk>\n\nAnswer", "."}},
+			wantContent:   "Answer.",
+			wantReasoning: "plan",
+			wantFinish:    "stop",
+		},
+		{
+			name:        "length",
+			reply:       fakeopenai.Reply{Content: []string{"trunc"}, FinishReason: "length"},
+			wantContent: "trunc",
+			wantFinish:  "length",
+		},
+		{
+			name: "tool call fragments",
+			reply: fakeopenai.Reply{
+				ToolCalls: []fakeopenai.ToolCall{{ID: "call_abc", Name: "list_dir", Arguments: `{"path":"."}`}},
+				Fragments: 5,
+			},
+			wantCalls:  []chain.ToolCall{{ID: "call_abc", Name: "list_dir", Arguments: `{"path":"."}`}},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "two parallel calls interleaved",
+			reply: fakeopenai.Reply{
+				ToolCalls: []fakeopenai.ToolCall{
+					{ID: "call_a", Name: "read_file", Arguments: `{"path":"a.txt"}`},
+					{ID: "call_b", Name: "search_files", Arguments: `{"pattern":"TODO","path":"src"}`},
+				},
+				Interleave: true,
+				Fragments:  4,
+			},
+			wantCalls: []chain.ToolCall{
+				{ID: "call_a", Name: "read_file", Arguments: `{"path":"a.txt"}`},
+				{ID: "call_b", Name: "search_files", Arguments: `{"pattern":"TODO","path":"src"}`},
+			},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "invalid arguments passed as written",
+			reply: fakeopenai.Reply{
+				ToolCalls: []fakeopenai.ToolCall{{ID: "call_x", Name: "list_dir", Arguments: `{"path":`}},
+			},
+			wantCalls:  []chain.ToolCall{{ID: "call_x", Name: "list_dir", Arguments: `{"path":`}},
+			wantFinish: "tool_calls",
+		},
+		{
+			name: "tool calls whatever the finish reason says",
+			reply: fakeopenai.Reply{
+				Content:      []string{"Let me look."},
+				ToolCalls:    []fakeopenai.ToolCall{{ID: "call_1", Name: "list_dir", Arguments: `{}`}},
+				FinishReason: "stop",
+			},
+			wantContent: "Let me look.",
+			wantCalls:   []chain.ToolCall{{ID: "call_1", Name: "list_dir", Arguments: `{}`}},
+			wantFinish:  "tool_calls",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(t, tc.reply)
+			got, err := collect(t.Context(), New(node(srv.BaseURL()), nil), userRequest("hi"))
+			if err != nil {
+				t.Fatalf("Chat() error = %v", err)
+			}
+			if got.content != tc.wantContent {
+				t.Errorf("content = %q, want %q", got.content, tc.wantContent)
+			}
+			if got.reasoning != tc.wantReasoning {
+				t.Errorf("reasoning = %q, want %q", got.reasoning, tc.wantReasoning)
+			}
+			if got.finish != tc.wantFinish {
+				t.Errorf("finish reason = %q, want %q", got.finish, tc.wantFinish)
+			}
+			if tc.wantUsage != nil && !cmp.Equal(got.usage, tc.wantUsage) {
+				t.Errorf("usage = %+v, want %+v", got.usage, tc.wantUsage)
+			}
+			if diff := cmp.Diff(tc.wantCalls, got.calls); diff != "" {
+				t.Errorf("tool calls (-want +got):\n%s", diff)
+			}
+			for i, c := range got.chunks {
+				if strings.Contains(c.Content, "think>") {
+					t.Errorf("chunk %d content %q leaks a think tag", i, c.Content)
+				}
+			}
+		})
+	}
+}
+
+func TestChatDeliversPiecesAsTheyCome(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Reply{
+		Reasoning: []string{"a", "b"}, Content: []string{"c", "d"},
+		ToolCalls: []fakeopenai.ToolCall{{ID: "call_1", Name: "f", Arguments: `{"x":1}`}},
+	})
+	got, err := collect(t.Context(), New(node(srv.BaseURL()), nil), userRequest("hi"))
+	if err != nil {
+		t.Fatalf("Chat() error = %v", err)
+	}
+	want := []chain.Chunk{
+		{Reasoning: "a"}, {Reasoning: "b"}, {Content: "c"}, {Content: "d"},
+		{
+			ToolCalls:    []chain.ToolCall{{ID: "call_1", Name: "f", Arguments: `{"x":1}`}},
+			FinishReason: "tool_calls",
+			Usage:        &chain.Usage{},
+		},
+	}
+	if diff := cmp.Diff(want, got.chunks); diff != "" {
+		t.Errorf("chunks (-want +got):\n%s", diff)
+	}
+}
+
+func TestChatRequestMapping(t *testing.T) {
+	temp, topP, maxTokens, seed := 0.0, 0.5, 128, int64(42)
+	req := &chain.Request{
+		Model: "deepseek-coder-v2",
+		Messages: []chain.Message{
+			{Role: "developer", Content: "Be brief."},
+			{Role: "user", Content: "List the folder."},
+			{Role: "assistant", Reasoning: "hidden", ToolCalls: []chain.ToolCall{
+				{ID: "call_1", Name: "list_dir", Arguments: `{"path":"."}`},
+			}},
+			{Role: "tool", ToolCallID: "call_1", Name: "list_dir", Content: "a.txt"},
+		},
+		Tools: []chain.Tool{
+			{Name: "list_dir", Description: "List a folder.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+			{Name: "now"},
+		},
+		Params: chain.Params{Temperature: &temp, TopP: &topP, MaxTokens: &maxTokens, Stop: []string{"END", "STOP"}, Seed: &seed},
+	}
+	srv := fakeopenai.New(t)
+	if _, err := collect(t.Context(), New(node(srv.BaseURL()), nil), req); err != nil {
+		t.Fatalf("Chat() error = %v", err)
+	}
+	bodies := srv.Bodies()
+	if len(bodies) != 1 {
+		t.Fatalf("upstream calls = %d, want 1", len(bodies))
+	}
+	got := bodies[0]
+	// The smallest float32 stands for zero (see nonZero); it decodes as a
+	// tiny positive number.
+	if tp, ok := got["temperature"].(float64); !ok || tp <= 0 || tp > 1e-40 {
+		t.Errorf("temperature = %v, want the smallest positive float32", got["temperature"])
+	}
+	delete(got, "temperature")
+	want := map[string]any{
+		"model":          "deepseek-coder-v2",
+		"stream":         true,
+		"stream_options": map[string]any{"include_usage": true},
+		"messages": []any{
+			map[string]any{"role": "system", "content": "Be brief."},
+			map[string]any{"role": "user", "content": "List the folder."},
+			map[string]any{"role": "assistant", "tool_calls": []any{
+				map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "list_dir", "arguments": `{"path":"."}`}},
+			}},
+			map[string]any{"role": "tool", "content": "a.txt", "tool_call_id": "call_1"},
+		},
+		"tools": []any{
+			map[string]any{"type": "function", "function": map[string]any{
+				"name": "list_dir", "description": "List a folder.",
+				"parameters": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}, "required": []any{"path"}},
+			}},
+			map[string]any{"type": "function", "function": map[string]any{
+				"name": "now", "parameters": map[string]any{"type": "object", "properties": map[string]any{}},
+			}},
+		},
+		"top_p":      0.5,
+		"max_tokens": 128.0,
+		"stop":       []any{"END", "STOP"},
+		"seed":       42.0,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("upstream request (-want +got):\n%s", diff)
+	}
+	if auth := srv.Headers()[0].Get("Authorization"); auth != "Bearer sk-test" {
+		t.Errorf("Authorization = %q, want %q", auth, "Bearer sk-test")
+	}
+}
+
+func TestChatNoAPIKeyNoAuthorization(t *testing.T) {
+	srv := fakeopenai.New(t)
+	n := node(srv.BaseURL())
+	n.APIKey = ""
+	if _, err := collect(t.Context(), New(n, nil), userRequest("hi")); err != nil {
+		t.Fatalf("Chat() error = %v", err)
+	}
+	if auth := srv.Headers()[0].Get("Authorization"); auth != "" {
+		t.Errorf("Authorization = %q, want none", auth)
+	}
+}
+
+func TestChatRetriesWithoutStreamOptions(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"first"}}, fakeopenai.Reply{Content: []string{"second"}})
+	srv.RejectStreamOptions(true)
+	b := New(node(srv.BaseURL()), nil)
+	for _, want := range []string{"first", "second"} {
+		got, err := collect(t.Context(), b, userRequest("hi"))
+		if err != nil {
+			t.Fatalf("Chat() error = %v", err)
+		}
+		if got.content != want {
+			t.Errorf("content = %q, want %q", got.content, want)
+		}
+	}
+	var withOptions []bool
+	for _, body := range srv.Bodies() {
+		withOptions = append(withOptions, body["stream_options"] != nil)
+	}
+	// Refused once, retried without, and not sent again afterwards.
+	if want := []bool{true, false, false}; !cmp.Equal(withOptions, want) {
+		t.Errorf("stream_options sent per upstream call = %v, want %v", withOptions, want)
+	}
+}
+
+func TestChatErrors(t *testing.T) {
+	tests := []struct {
+		name       string
+		reply      fakeopenai.Reply
+		wantKind   string
+		wantStatus int
+		wantMsg    string
+	}{
+		{"not found", fakeopenai.Reply{Status: 404, Error: "The model `nope` does not exist", ErrorCode: "model_not_found"}, chain.KindStatus, 404, "does not exist"},
+		{"server error", fakeopenai.Reply{Status: 500, Error: "boom"}, chain.KindStatus, 500, "boom"},
+		{"rate limited", fakeopenai.Reply{Status: 429, Error: "slow down", ErrorType: "rate_limit_exceeded"}, chain.KindStatus, 429, "slow down"},
+		{"mid-stream error event", fakeopenai.Reply{Content: []string{"par"}, StreamError: "overloaded"}, chain.KindProtocol, 0, "overloaded"},
+		{"stream cut", fakeopenai.Reply{Content: []string{"par", "tial"}, Cut: true}, chain.KindProtocol, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(t, tc.reply)
+			_, err := collect(t.Context(), New(node(srv.BaseURL()), nil), userRequest("hi"))
+			var ue *chain.UpstreamError
+			if !errors.As(err, &ue) {
+				t.Fatalf("Chat() error = %v, want an *chain.UpstreamError", err)
+			}
+			if ue.Node != "M2" || ue.Kind != tc.wantKind || ue.Status != tc.wantStatus {
+				t.Errorf("Chat() error = {Node:%q Kind:%q Status:%d}, want {M2 %q %d}", ue.Node, ue.Kind, ue.Status, tc.wantKind, tc.wantStatus)
+			}
+			if !strings.Contains(ue.Error(), tc.wantMsg) {
+				t.Errorf("Chat() error = %q, want it to contain %q", ue.Error(), tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestChatNonJSONErrorBody(t *testing.T) {
+	b := New(node("http://upstream.invalid/v1"), &http.Client{Transport: memTransport{status: 502, body: "<html>Bad Gateway</html>"}})
+	_, err := collect(t.Context(), b, userRequest("hi"))
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || ue.Kind != chain.KindStatus || ue.Status != 502 || !strings.Contains(ue.Message, "Bad Gateway") {
+		t.Errorf("Chat() error = %#v, want a status error 502 with the body", err)
+	}
+}
+
+func TestChatStreamWithoutFinish(t *testing.T) {
+	// A body that ends cleanly, even with [DONE], but never said why it
+	// finished is no success: the answer may be cut.
+	body := `data: {"choices":[{"index":0,"delta":{"content":"half"}}]}` + "\n\n" + "data: [DONE]\n\n"
+	b := New(node("http://upstream.invalid/v1"), &http.Client{Transport: memTransport{body: body}})
+	_, err := collect(t.Context(), b, userRequest("hi"))
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || ue.Kind != chain.KindProtocol {
+		t.Errorf("Chat() error = %v, want a protocol error", err)
+	}
+}
+
+func TestChatMalformedChunk(t *testing.T) {
+	body := "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\ndata: {not json\n\n"
+	b := New(node("http://upstream.invalid/v1"), &http.Client{Transport: memTransport{body: body}})
+	_, err := collect(t.Context(), b, userRequest("hi"))
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || ue.Kind != chain.KindProtocol {
+		t.Errorf("Chat() error = %v, want a protocol error", err)
+	}
+}
+
+func closedURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr + "/v1"
+}
+
+func TestChatConnectionRefused(t *testing.T) {
+	b := New(node(closedURL(t)), nil)
+	_, err := collect(t.Context(), b, userRequest("hi"))
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || ue.Kind != chain.KindConnect || !ue.Offline() {
+		t.Fatalf("Chat() error = %v, want an offline UpstreamError of kind %q", err, chain.KindConnect)
+	}
+	if err := b.Probe(t.Context()); !errors.As(err, &ue) || ue.Kind != chain.KindConnect {
+		t.Errorf("Probe() error = %v, want kind %q", err, chain.KindConnect)
+	}
+}
+
+func TestChatCancel(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"started"}, Hang: true})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	err := New(node(srv.BaseURL()), nil).Chat(ctx, userRequest("hi"), func(c chain.Chunk) error {
+		if c.Content == "started" {
+			cancel() // the client goes away mid-stream
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Chat() error = %v, want context.Canceled", err)
+	}
+	var ue *chain.UpstreamError
+	if errors.As(err, &ue) {
+		t.Errorf("Chat() error = %v, a cancellation must not be blamed on the node", err)
+	}
+	select {
+	case <-srv.Canceled():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upstream never saw the cancellation")
+	}
+}
+
+func TestChatNodeTimeout(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"slow"}, Hang: true})
+	n := node(srv.BaseURL())
+	n.Timeout = 100 * time.Millisecond
+	_, err := collect(t.Context(), New(n, nil), userRequest("hi"))
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || ue.Kind != chain.KindTimeout {
+		t.Fatalf("Chat() error = %v, want kind %q", err, chain.KindTimeout)
+	}
+}
+
+func TestChatConsumerErrorStops(t *testing.T) {
+	srv := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"a", "b", "c"}})
+	stop := errors.New("enough")
+	calls := 0
+	err := New(node(srv.BaseURL()), nil).Chat(t.Context(), userRequest("hi"), func(chain.Chunk) error {
+		calls++
+		return stop
+	})
+	if err != stop {
+		t.Errorf("Chat() error = %v, want the callback's error unchanged", err)
+	}
+	if calls != 1 {
+		t.Errorf("callback ran %d times after returning an error, want 1", calls)
+	}
+}
+
+func TestChatReusesConnection(t *testing.T) {
+	// Sequential calls share one connection: the end of each stream is
+	// read, so the connection goes back to the pool.
+	// The delay has the client wait for each line, as with a real model, so
+	// that it has not yet seen the end of the body when the last line comes.
+	srv := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"a", "b"}, Delay: time.Millisecond})
+	b := New(node(srv.BaseURL()), nil)
+	for range 3 {
+		if _, err := collect(t.Context(), b, userRequest("hi")); err != nil {
+			t.Fatalf("Chat() error = %v", err)
+		}
+	}
+	if got := srv.Conns(); got != 1 {
+		t.Errorf("connections for 3 sequential calls = %d, want 1", got)
+	}
+}
+
+func TestChatConcurrent(t *testing.T) {
+	// One backend serves every request to its node at once.
+	srv := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"<think>x</think>", "a", "b"}})
+	b := New(node(srv.BaseURL()), nil)
+	const n = 8
+	errc := make(chan error, n)
+	for range n {
+		go func() { // exits when Chat returns
+			got, err := collect(t.Context(), b, userRequest("hi"))
+			if err == nil && (got.content != "ab" || got.reasoning != "x") {
+				err = fmt.Errorf("content %q, reasoning %q; want %q, %q", got.content, got.reasoning, "ab", "x")
+			}
+			errc <- err
+		}()
+	}
+	for range n {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestProbe(t *testing.T) {
+	srv := fakeopenai.New(t)
+	b := New(node(srv.BaseURL()), nil)
+	if err := b.Probe(t.Context()); err != nil {
+		t.Errorf("Probe() error = %v, want nil", err)
+	}
+	srv.SetModelsStatus(http.StatusUnauthorized)
+	err := b.Probe(t.Context())
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || ue.Kind != chain.KindStatus || ue.Status != http.StatusUnauthorized {
+		t.Errorf("Probe() error = %v, want a status error 401", err)
+	}
+}
+
+func TestStreamToolCallsWithoutIndex(t *testing.T) {
+	// Some servers leave out "index": fragments follow their ID, or the
+	// call before them.
+	events := []string{
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_a","type":"function","function":{"name":"f","arguments":""}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"{\"a\":"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_b","type":"function","function":{"name":"g","arguments":"{}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	}
+	var s Stream
+	for _, e := range events {
+		if _, err := s.Add([]byte(e)); err != nil {
+			t.Fatalf("Add(%s) error = %v", e, err)
+		}
+	}
+	last, ok := s.Finish()
+	if !ok {
+		t.Fatal("Finish() = false, want true")
+	}
+	want := []chain.ToolCall{{ID: "call_a", Name: "f", Arguments: `{"a":1}`}, {ID: "call_b", Name: "g", Arguments: `{}`}}
+	if diff := cmp.Diff(want, last.ToolCalls); diff != "" {
+		t.Errorf("tool calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestStreamGeneratesMissingIDs(t *testing.T) {
+	var s Stream
+	s.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{}"}},{"index":1,"function":{"name":"g","arguments":"{}"}}]}}]}`))
+	s.Add([]byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
+	last, _ := s.Finish()
+	if len(last.ToolCalls) != 2 {
+		t.Fatalf("tool calls = %+v, want 2", last.ToolCalls)
+	}
+	a, b := last.ToolCalls[0].ID, last.ToolCalls[1].ID
+	if !strings.HasPrefix(a, "call_") || !strings.HasPrefix(b, "call_") || a == b {
+		t.Errorf("generated IDs = %q, %q; want two distinct call_ IDs", a, b)
+	}
+}
+
+func TestStreamRejectsAbsurdIndex(t *testing.T) {
+	var s Stream
+	if _, err := s.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":99999999,"function":{"name":"f"}}]}}]}`)); err == nil {
+		t.Errorf("Add(index 99999999) error = nil, want an error")
+	}
+}
+
+func TestStreamSameReasoningInBothFields(t *testing.T) {
+	var s Stream
+	c, err := s.Add([]byte(`{"choices":[{"index":0,"delta":{"reasoning_content":"x","reasoning":"x"}}]}`))
+	if err != nil || c.Reasoning != "x" {
+		t.Errorf("Add() = %q, %v; want reasoning %q once", c.Reasoning, err, "x")
+	}
+}
+
+func TestToChatRequestReasoningModelMaxTokens(t *testing.T) {
+	n := 10
+	req := &chain.Request{Model: "o3-mini", Params: chain.Params{MaxTokens: &n}}
+	got, err := ToChatRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxTokens != 0 || got.MaxCompletionTokens != 10 {
+		t.Errorf("ToChatRequest(o3-mini, max 10) = max_tokens %d, max_completion_tokens %d; want 0, 10", got.MaxTokens, got.MaxCompletionTokens)
+	}
+}
+
+func TestToChatRequestBadToolSchema(t *testing.T) {
+	req := userRequest("hi")
+	req.Tools = []chain.Tool{{Name: "x", Parameters: json.RawMessage(`{"type":`)}}
+	if _, err := ToChatRequest(req); err == nil {
+		t.Errorf("ToChatRequest(tool with invalid JSON) error = nil, want an error")
+	}
+}
+
+// memTransport answers every request with the same status and body, so
+// that a benchmark measures parsing and translation, not the loopback.
+type memTransport struct {
+	status int
+	body   string
+}
+
+func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	status := m.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	return &http.Response{
+		StatusCode: status,
+		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Body:       io.NopCloser(strings.NewReader(m.body)),
+		Request:    r,
+	}, nil
+}
+
+// BenchmarkChatSSE streams a 20-chunk SSE answer, as OpenAI sends it,
+// through the backend.
+func BenchmarkChatSSE(b *testing.B) {
+	var body bytes.Buffer
+	event := func(delta, finish string) {
+		fmt.Fprintf(&body, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":%s,"logprobs":null,"finish_reason":%s}],"usage":null}`+"\n\n", delta, finish)
+	}
+	event(`{"role":"assistant","content":"","refusal":null}`, "null")
+	for i := range 20 {
+		event(fmt.Sprintf(`{"content":"token%d "}`, i), "null")
+	}
+	event(`{}`, `"stop"`)
+	body.WriteString(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}` + "\n\n")
+	body.WriteString("data: [DONE]\n\n")
+	be := New(node("http://upstream.invalid/v1"), &http.Client{Transport: memTransport{body: body.String()}})
+	req := userRequest("hi")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if err := be.Chat(ctx, req, func(chain.Chunk) error { n++; return nil }); err != nil {
+			b.Fatal(err)
+		}
+		if n != 21 {
+			b.Fatalf("chunks = %d, want 21", n)
+		}
+	}
+}
+
+// BenchmarkStreamAdd is the per-chunk translation alone.
+func BenchmarkStreamAdd(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"token "},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		var s Stream
+		for range 20 {
+			if _, err := s.Add(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+func FuzzStreamAdd(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"<think>a</thi"}}]}`), []byte(`{"choices":[{"index":0,"delta":{"content":"nk>b"},"finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c","function":{"name":"f","arguments":"{"}}]}}]}`), []byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"arguments":"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1}}`))
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":-1}]}}]}`), []byte(`null`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		// No panic whatever the upstream sends, and tool calls come out
+		// complete, in index order, each with an ID.
+		var s Stream
+		s.Add(a)
+		s.Add(b)
+		last, ok := s.Finish()
+		if !ok {
+			return
+		}
+		for i, c := range last.ToolCalls {
+			if c.ID == "" {
+				t.Errorf("tool call %d has no ID", i)
+			}
+		}
+		if len(last.ToolCalls) > 0 && last.FinishReason != "tool_calls" {
+			t.Errorf("finish reason = %q with tool calls, want tool_calls", last.FinishReason)
+		}
+	})
+}
