@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -30,11 +31,16 @@ import (
 // wireProxy starts the proxy over real backends for nodes pointing at
 // protocol fakes, and returns a go-openai client for it.
 func wireProxy(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.Client, *httptest.Server) {
+	c, srv, _ := wireProxyAdmission(t, nodes, chainYAML)
+	return c, srv
+}
+
+func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.Client, *httptest.Server, *chain.Admission) {
 	t.Helper()
 	var y strings.Builder
 	y.WriteString("nodes:\n")
 	for _, n := range nodes {
-		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 10s}\n", n.Name, n.Provider, n.BaseURL, n.Model)
+		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 10s, max_queue: %d}\n", n.Name, n.Provider, n.BaseURL, n.Model, n.MaxQueue)
 	}
 	cfg, err := config.Parse([]byte(y.String() + chainYAML))
 	if err != nil {
@@ -58,7 +64,8 @@ func wireProxy(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.C
 		}
 	}
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	adm := chain.NewAdmission(cfg.Nodes)
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: adm, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +73,7 @@ func wireProxy(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.C
 	t.Cleanup(srv.Close)
 	cc := goopenai.DefaultConfig("unused")
 	cc.BaseURL = srv.URL + "/v1"
-	return goopenai.NewClientWithConfig(cc), srv
+	return goopenai.NewClientWithConfig(cc), srv, adm
 }
 
 func ollamaNode(name, url string) config.Node {
@@ -309,5 +316,76 @@ func TestOfflineNodeSkipped(t *testing.T) {
 		if got := *out.Choices[0].Message.Content; got != "M2 answer." {
 			t.Errorf("reply %q", got)
 		}
+	}
+}
+
+func TestQueueFullAndDisconnectWhileQueued(t *testing.T) {
+	f := fakeollama.New(t, fakeollama.Reply{Content: []string{"busy "}, Hang: true})
+	node := ollamaNode("A", f.URL) // ollama: one call at a time by default
+	node.MaxQueue = 1
+	_, srv, adm := wireProxyAdmission(t, []config.Node{node}, oneStage)
+	ts := &testServer{Server: srv}
+	body := `{"model":"A","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+
+	// The first request holds the node.
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	req1, _ := http.NewRequestWithContext(ctx1, "POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	resp1, err := http.DefaultClient.Do(req1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp1.Body.Close()
+	<-f.Hanging()
+
+	// The second waits in the queue.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done2 := make(chan struct{})
+	go func() {
+		defer close(done2)
+		req2, _ := http.NewRequestWithContext(ctx2, "POST", srv.URL+"/v1/chat/completions", strings.NewReader(body))
+		if resp, err := http.DefaultClient.Do(req2); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, func() bool { return adm.Queued("A") == 1 })
+
+	// The third finds the queue full.
+	resp3 := ts.post(t, "/v1/chat/completions", body)
+	b3 := readAll(t, resp3.Body)
+	if resp3.StatusCode != 429 || resp3.Header.Get("Retry-After") == "" || !strings.Contains(string(b3), "rate_limit_exceeded") {
+		t.Errorf("third request: %d %q %s", resp3.StatusCode, resp3.Header.Get("Retry-After"), b3)
+	}
+
+	// The queued client goes away: it leaves the queue at once.
+	cancel2()
+	<-done2
+	waitFor(t, func() bool { return adm.Queued("A") == 0 })
+
+	// The first one ends; its slot is free again.
+	cancel1()
+	waitFor(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		release, err := adm.Acquire(ctx, "A", false)
+		if err != nil {
+			return false
+		}
+		release()
+		return true
+	})
+}
+
+// waitFor polls cond for up to 5 s: for state that another goroutine
+// changes, where the test has nothing to block on.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
