@@ -96,4 +96,3 @@ func TestUpstreamFaults(t *testing.T) {
 		})
 	}
 }
-
