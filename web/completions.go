@@ -91,7 +91,11 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	}
 	s.log.Info("request", attrs...)
 	if s.metrics != nil {
-		s.metrics.observeRequest(route, mode, status, time.Since(start), tr)
+		var upstream time.Duration
+		if res != nil {
+			upstream = res.Upstream
+		}
+		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr)
 	}
 }
 

@@ -40,7 +40,10 @@ func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string) (*g
 	var y strings.Builder
 	y.WriteString("nodes:\n")
 	for _, n := range nodes {
-		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 10s, max_queue: %d}\n", n.Name, n.Provider, n.BaseURL, n.Model, n.MaxQueue)
+		if n.Timeout == 0 {
+			n.Timeout = 10 * time.Second
+		}
+		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: %s, max_queue: %d}\n", n.Name, n.Provider, n.BaseURL, n.Model, n.Timeout, n.MaxQueue)
 	}
 	cfg, err := config.Parse([]byte(y.String() + chainYAML))
 	if err != nil {

@@ -17,6 +17,7 @@ type Metrics struct {
 	reg       *prometheus.Registry
 	requests  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
+	own       *prometheus.HistogramVec
 	turns     *prometheus.HistogramVec
 	stages    *prometheus.CounterVec
 	toolCalls *prometheus.CounterVec
@@ -38,6 +39,10 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 			Name: "chainproxy_request_duration_seconds", Help: "Request duration by route and mode.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 12),
 		}, []string{"route", "mode"}),
+		own: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chainproxy_proxy_duration_seconds", Help: "The proxy's own time per request: its duration less the upstream waits.",
+			Buckets: prometheus.ExponentialBuckets(0.00005, 3, 12),
+		}, []string{"route", "mode"}),
 		turns: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "chainproxy_stage_turns", Help: "Model turns used per stage.", Buckets: []float64{0, 1, 2, 3, 4, 6, 8},
 		}, []string{"node"}),
@@ -55,7 +60,7 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"node", "class"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait)
+	reg.MustRegister(m.requests, m.duration, m.own, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait)
 	if queued != nil {
 		for _, n := range nodes {
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -88,9 +93,12 @@ func (m *Metrics) ObserveQueueWait(node string, batch bool, d time.Duration) {
 	m.queueWait.WithLabelValues(node, class).Observe(d.Seconds())
 }
 
-func (m *Metrics) observeRequest(route, mode string, status int, d time.Duration, tr *chain.Trace) {
+func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace) {
 	m.requests.WithLabelValues(route, mode, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route, mode).Observe(d.Seconds())
+	if upstream > 0 {
+		m.own.WithLabelValues(route, mode).Observe(max(d-upstream, 0).Seconds())
+	}
 	if tr == nil {
 		return
 	}
