@@ -90,6 +90,11 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		attrs = append(attrs, "err", err)
 	}
 	s.log.Info("request", attrs...)
+	if s.logPrompts && res != nil {
+		// Only on request (-log-prompts): prompts and tool results may be
+		// private, so they are never logged by default.
+		s.log.Debug("request content", "req_id", traceID, "reply", res.Message.Content, "tools", res.Trace.ToolsUsed())
+	}
 	if s.metrics != nil {
 		var upstream time.Duration
 		if res != nil {

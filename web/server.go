@@ -56,20 +56,21 @@ type Options struct {
 
 // Server serves the proxy's HTTP API.
 type Server struct {
-	cfg       *config.Config
-	engine    *chain.Engine
-	traces    TraceStore
-	log       *slog.Logger
-	metrics   *Metrics
-	keepalive time.Duration
-	keys      [][]byte
-	handler   http.Handler
-	models    []byte // the /v1/models body, static for the process
+	cfg        *config.Config
+	engine     *chain.Engine
+	traces     TraceStore
+	log        *slog.Logger
+	metrics    *Metrics
+	keepalive  time.Duration
+	logPrompts bool
+	keys       [][]byte
+	handler    http.Handler
+	models     []byte // the /v1/models body, static for the process
 }
 
 // New builds the server's handler tree.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, engine: o.Engine, traces: o.Traces, log: o.Logger, metrics: o.Metrics, keepalive: o.Keepalive}
+	s := &Server{cfg: o.Config, engine: o.Engine, traces: o.Traces, log: o.Logger, metrics: o.Metrics, keepalive: o.Keepalive, logPrompts: o.LogPrompts}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -88,20 +88,8 @@ func newTestServer(t *testing.T, yamlText string, mutate ...func(*config.Config)
 	for _, m := range mutate {
 		m(cfg)
 	}
-	reg, err := tools.New(cfg.Tools, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	backends := map[string]chain.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = mock.New(n)
-	}
 	mem := store.NewMemory(10000, 50)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: mem, Keepalive: 20 * time.Millisecond}))
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: mustEngine(t, cfg), Traces: mem, Keepalive: 20 * time.Millisecond}))
 	t.Cleanup(srv.Close)
 	return &testServer{Server: srv, cfg: cfg, store: mem}
 }
@@ -517,4 +505,51 @@ func TestRenderDetails(t *testing.T) {
 	if got := *out.Choices[0].Message.Content; got != "Final answer from M2." {
 		t.Errorf("plain content = %q", got)
 	}
+}
+
+func TestMetrics(t *testing.T) {
+	m := NewMetrics([]string{"OL1"}, func(string) int { return 2 }, func() string { return "degraded" })
+	s := newTestServer(t, testConfig)
+	s.Config.Handler = New(Options{Config: s.cfg, Engine: mustEngine(t, s.cfg), Traces: s.store, Metrics: m})
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","messages":[{"role":"user","content":"loop please"}]}`)
+	readAll(t, resp.Body)
+	mr, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(readAll(t, mr.Body))
+	mr.Body.Close()
+	for _, want := range []string{
+		`chainproxy_requests_total{mode="reflexive",route="/v1/chat/completions",status="200"} 1`,
+		`chainproxy_stages_total{node="OL1",status="stopped_repeat"} 1`,
+		`chainproxy_tool_calls_total{status="ok",tool="list_dir"} 1`,
+		`chainproxy_tool_calls_total{status="blocked",tool="list_dir"} 1`,
+		`chainproxy_queue_depth{node="OL1"} 2`,
+		`chainproxy_store_degraded 1`,
+		`chainproxy_request_duration_seconds_count{mode="reflexive",route="/v1/chat/completions"} 1`,
+		`chainproxy_proxy_duration_seconds_count{mode="reflexive",route="/v1/chat/completions"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// mustEngine builds an engine over cfg's mock nodes.
+func mustEngine(t *testing.T, cfg *config.Config) *chain.Engine {
+	t.Helper()
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]chain.Backend{}
+	for _, n := range cfg.Nodes {
+		backends[n.Name] = mock.New(n)
+	}
+	mem := store.NewMemory(1000, 10)
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng
 }

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestBadConfigExits2(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(path, []byte("nodes:\n  - {name: OL1, provider: olama, base_url: http://x, model: m}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad provider", []string{"-config", path}, `config: nodes[0].provider: unknown provider "olama" (want ollama, openai or mock)`},
+		{"missing file", []string{"-config", filepath.Join(dir, "nope.yaml")}, "no such file"},
+		{"bad flag", []string{"-nope"}, "flag provided but not defined"},
+		{"bad log format", []string{"-log-format", "xml"}, "-log-format"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr strings.Builder
+			if code := run(t.Context(), tt.args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("run(%v) = %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestDemoServesAndShutsDownGracefully runs the real wiring in -demo mode,
+// asks a reflexive question, and checks that SIGTERM (ctx) lets an
+// in-flight request finish.
+func TestDemoServesAndShutsDownGracefully(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"-demo", "-addr", "127.0.0.1:0", "-log-level", "warn"}, pw, io.Discard)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	var base string
+	for sc.Scan() {
+		if after, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
+			base = after
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if base == "" {
+		t.Fatal("no listening line")
+	}
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(
+		`{"model":"chain/auto","messages":[{"role":"user","content":"Compare notes.md and plan.md"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Chain struct {
+			Mode   string `json:"mode"`
+			Stages []struct {
+				Node      string `json:"node"`
+				ToolsUsed []any  `json:"tools_used"`
+			} `json:"stages"`
+		} `json:"chain"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Chain.Mode != "reflexive" || len(out.Chain.Stages) != 3 || len(out.Chain.Stages[0].ToolsUsed) == 0 || !strings.Contains(out.Choices[0].Message.Content, "reviewed by M2") {
+		t.Errorf("demo answer = %+v", out)
+	}
+
+	// A request in flight when the signal comes still completes.
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(base+"/chat", "application/json", strings.NewReader(`{"message":"Compare the plans step by step"}`))
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = io.ErrUnexpectedEOF
+			}
+		}
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let it start: the demo models take ~1 s
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("in-flight request during shutdown: %v", err)
+	}
+	if c := <-code; c != 0 {
+		t.Errorf("exit code %d, want 0", c)
+	}
+}
