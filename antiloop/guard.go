@@ -1,0 +1,244 @@
+package antiloop
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Store keeps the guard's state with an expiry. Implementations live in the
+// store package (in-process memory, or Redis shared by replicas).
+type Store interface {
+	// Claim sets key (value "pending") for ttl only if absent; true when this caller claimed it.
+	Claim(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	// Get returns the value stored under key.
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	// Set stores val under key for ttl.
+	Set(ctx context.Context, key string, val []byte, ttl time.Duration) error
+}
+
+// Verdict is what the guard decides for one tool call.
+type Verdict uint8
+
+// Verdicts. The zero Verdict is none of them, so that a forgotten Decision
+// never reads as permission to execute.
+const (
+	// Execute: run the call, then [Guard.Record] its result.
+	Execute Verdict = iota + 1
+	// Cached: do not run the call; Decision.Result is the stored result.
+	Cached
+	// Blocked: do not run the call; Decision.Reason says why.
+	Blocked
+)
+
+// String returns the verdict's name as the trace shows it.
+func (v Verdict) String() string {
+	switch v {
+	case Execute:
+		return "execute"
+	case Cached:
+		return "cached"
+	case Blocked:
+		return "blocked"
+	}
+	return "verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Decision is the guard's answer for one tool call.
+type Decision struct {
+	Verdict Verdict
+	// Result is the stored result when Verdict is Cached.
+	Result []byte
+	// Reason explains a Cached or Blocked verdict in words fit for the model
+	// and the trace ("not executed: same call ran 12s ago").
+	Reason string
+}
+
+// Guard decides whether a tool call may run, from two rules kept in a Store:
+//
+//   - a tool_call ID already executed in a conversation with the same
+//     signature is not executed again within callIDTTL (an ID that comes
+//     back with other arguments is a new call);
+//   - a signature executed in a conversation within signatureTTL is not
+//     executed again.
+//
+// A call that is not executed gets the stored result (Cached) when the tool
+// is read-only, and is refused (Blocked) otherwise.
+//
+// Key layout, all under the "chainproxy:" namespace:
+//
+//	chainproxy:sig:{conv}:{sig}          signature rule, TTL signatureTTL
+//	chainproxy:id:{conv}:{callID}:{sig}  call-ID rule, TTL callIDTTL
+//
+// {sig} is the signature as 16 lowercase hex digits; in {conv} and {callID},
+// '%' and ':' are written %25 and %3A so that keys cannot collide. A key
+// holds "pending" from the claim until [Guard.Record] stores
+// "done:{unix ms}:{result}".
+//
+// Claims use [Store.Claim] (SET NX semantics), so two replicas that share a
+// store and race on the same call execute it once: the loser sees the
+// claim and the call is Blocked as running elsewhere until the result is
+// recorded.
+type Guard struct {
+	store        Store
+	signatureTTL time.Duration
+	callIDTTL    time.Duration
+}
+
+// NewGuard returns a guard keeping its state in s. A non-positive TTL
+// disables its rule.
+func NewGuard(s Store, signatureTTL, callIDTTL time.Duration) *Guard {
+	return &Guard{store: s, signatureTTL: signatureTTL, callIDTTL: callIDTTL}
+}
+
+const (
+	keyPrefix   = "chainproxy:"
+	donePrefix  = "done:"
+	reasonStale = "not executed: the same call is running elsewhere"
+)
+
+// Admit decides whether the call with signature sig and ID callID (empty:
+// no ID, the call-ID rule is skipped) may run in conversation conv. On
+// Execute the caller owns the claims and must call [Guard.Record] once the
+// call has run, whatever its outcome; until then, the same call elsewhere is
+// Blocked as running. A store error is returned as is: the caller decides.
+func (g *Guard) Admit(ctx context.Context, conv, callID string, sig uint64, readOnly bool) (Decision, error) {
+	var idKey string
+	if callID != "" && g.callIDTTL > 0 {
+		idKey = callIDKey(conv, callID, sig)
+		val, ok, err := g.store.Get(ctx, idKey)
+		if err != nil {
+			return Decision{}, fmt.Errorf("antiloop: look up call id: %w", err)
+		}
+		if ok {
+			return seen(val, readOnly, "call id "+callID+" already executed"), nil
+		}
+	}
+	if g.signatureTTL > 0 {
+		d, ok, err := g.claim(ctx, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
+		if err != nil || !ok {
+			return d, err
+		}
+	}
+	if idKey != "" {
+		d, ok, err := g.claim(ctx, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
+		if err != nil || !ok {
+			return d, err
+		}
+	}
+	return Decision{Verdict: Execute}, nil
+}
+
+// claim claims key; when another caller holds it, it returns the decision
+// the stored value implies and ok false. what describes an earlier run;
+// empty means "same call ran … ago".
+func (g *Guard) claim(ctx context.Context, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
+	// Twice, because the holder's key may expire between Claim and Get.
+	for range 2 {
+		claimed, err := g.store.Claim(ctx, key, ttl)
+		if err != nil {
+			return Decision{}, false, fmt.Errorf("antiloop: claim: %w", err)
+		}
+		if claimed {
+			return Decision{}, true, nil
+		}
+		val, ok, err := g.store.Get(ctx, key)
+		if err != nil {
+			return Decision{}, false, fmt.Errorf("antiloop: look up claim: %w", err)
+		}
+		if ok {
+			return seen(val, readOnly, what), false, nil
+		}
+	}
+	return Decision{Verdict: Blocked, Reason: reasonStale}, false, nil
+}
+
+// Record stores the result of a call that Admit let run, for the call-ID
+// and signature rules.
+func (g *Guard) Record(ctx context.Context, conv, callID string, sig uint64, result []byte) error {
+	val := make([]byte, 0, len(donePrefix)+14+len(result))
+	val = append(val, donePrefix...)
+	val = strconv.AppendInt(val, time.Now().UnixMilli(), 10)
+	val = append(val, ':')
+	val = append(val, result...)
+	if g.signatureTTL > 0 {
+		if err := g.store.Set(ctx, signatureKey(conv, sig), val, g.signatureTTL); err != nil {
+			return fmt.Errorf("antiloop: record signature: %w", err)
+		}
+	}
+	if callID != "" && g.callIDTTL > 0 {
+		if err := g.store.Set(ctx, callIDKey(conv, callID, sig), val, g.callIDTTL); err != nil {
+			return fmt.Errorf("antiloop: record call id: %w", err)
+		}
+	}
+	return nil
+}
+
+// seen turns a stored value into the decision for a call that already ran
+// (or is running). what describes the earlier run; empty means "same call
+// ran … ago".
+func seen(val []byte, readOnly bool, what string) Decision {
+	at, result, ok := parseDone(val)
+	if !ok {
+		return Decision{Verdict: Blocked, Reason: reasonStale}
+	}
+	if what == "" {
+		what = "same call ran " + formatAge(time.Since(at)) + " ago"
+	}
+	if readOnly {
+		return Decision{Verdict: Cached, Result: result, Reason: "cached: " + what}
+	}
+	return Decision{Verdict: Blocked, Reason: "not executed: " + what}
+}
+
+// parseDone reads "done:{unix ms}:{result}"; anything else ("pending") is
+// a call still running.
+func parseDone(val []byte) (time.Time, []byte, bool) {
+	rest, ok := bytes.CutPrefix(val, []byte(donePrefix))
+	if !ok {
+		return time.Time{}, nil, false
+	}
+	ms, result, ok := bytes.Cut(rest, []byte{':'})
+	if !ok {
+		return time.Time{}, nil, false
+	}
+	n, err := strconv.ParseInt(string(ms), 10, 64)
+	if err != nil {
+		return time.Time{}, nil, false
+	}
+	return time.UnixMilli(n), result, true
+}
+
+func formatAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		d = 0
+	case d < time.Second:
+		d = d.Round(time.Millisecond)
+	default:
+		d = d.Round(time.Second)
+	}
+	return d.String()
+}
+
+var keyEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
+
+func signatureKey(conv string, sig uint64) string {
+	return keyPrefix + "sig:" + keyEscaper.Replace(conv) + ":" + sigHex(sig)
+}
+
+func callIDKey(conv, callID string, sig uint64) string {
+	return keyPrefix + "id:" + keyEscaper.Replace(conv) + ":" + keyEscaper.Replace(callID) + ":" + sigHex(sig)
+}
+
+func sigHex(sig uint64) string {
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = hexDigits[sig&0xF]
+		sig >>= 4
+	}
+	return string(b[:])
+}
