@@ -553,3 +553,36 @@ func mustEngine(t *testing.T, cfg *config.Config) *chain.Engine {
 	}
 	return eng
 }
+
+// TestStreamGolden pins the whole SSE transcript of a reflexive stream with
+// details rendering: stage comments, the role chunk with the stage blocks,
+// the content deltas, the finish chunk, the usage chunk with the trace, [DONE].
+func TestStreamGolden(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	// No keepalive ticks: the transcript must not depend on timing.
+	s.Config.Handler = New(Options{Config: s.cfg, Engine: mustEngine(t, s.cfg), Traces: s.store, Keepalive: time.Hour})
+	resp := s.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"compare"}]}`, "X-Chain-Render", "details")
+	var out strings.Builder
+	for _, f := range sseFrames(t, readAll(t, resp.Body)) {
+		if payload, ok := strings.CutPrefix(f, "data: {"); ok {
+			f = "data: " + strings.TrimSpace(string(normalizeCompact(t, []byte("{"+payload))))
+		}
+		out.WriteString(f + "\n\n")
+	}
+	golden(t, "reflexive_stream.sse.golden", []byte(out.String()))
+}
+
+// normalizeCompact is normalize on one line.
+func normalizeCompact(t *testing.T, b []byte) []byte {
+	var v any
+	if err := json.Unmarshal(normalize(t, b), &v); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSpace(buf.Bytes())
+}
