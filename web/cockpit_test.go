@@ -4,8 +4,8 @@ package web_test
 // Chromium driven by chromedp, against the real proxy binary started with
 // -demo. The demo's mock nodes OL1, M1 and M2 are scripted: a reflexive
 // question runs OL1 (list_dir, then read_file) → M1 → M2; a message with the
-// word "loop" makes OL1 repeat list_dir {"path":"."}; a message with
-// "script" makes the reply carry <script>window.__xss=1</script>.
+// word "loop" makes OL1 repeat list_dir {"path":"."}; with "script", M2's
+// reply carries <script>window.__xss=1</script>.
 //
 // Environment:
 //   - CI: a missing chromium fails the test instead of skipping it.
@@ -35,6 +35,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -87,16 +88,24 @@ func TestCockpit(t *testing.T) {
 		t.Run("mode pill explains the classification on focus", func(t *testing.T) {
 			a := p.answer(t, answer)
 			p.do(t, chromedp.Focus(chromedp.CSS(a.sel(".mode-pill"))))
-			got := eval[map[string]string](t, p, fmt.Sprintf(`(() => {
+			// Polled: the tooltip fades in.
+			got := eval[map[string]string](t, p, fmt.Sprintf(`new Promise(resolve => {
 				const pill = document.querySelector(%q);
 				const tip = document.getElementById(pill.getAttribute("aria-describedby"));
-				return {title: pill.title, tip: tip.textContent, visibility: getComputedStyle(tip).visibility};
-			})()`, a.sel(".mode-pill")))
+				const t0 = performance.now();
+				const check = () => {
+					const visibility = getComputedStyle(tip).visibility;
+					if (visibility === "visible" || performance.now() - t0 > 2000) {
+						resolve({title: pill.title, tip: tip.textContent, visibility, focused: String(document.activeElement === pill)});
+					} else requestAnimationFrame(check);
+				};
+				check();
+			})`, a.sel(".mode-pill")), chromedp.EvalAwaitPromise)
 			if got["title"] == "" || got["tip"] == "" {
 				t.Errorf("pill title = %q, tooltip = %q, want the classifier's reasons", got["title"], got["tip"])
 			}
 			if got["visibility"] != "visible" {
-				t.Errorf("tooltip visibility on focus = %q, want visible", got["visibility"])
+				t.Errorf("tooltip visibility on focus = %q (pill focused: %s), want visible", got["visibility"], got["focused"])
 			}
 			p.do(t, chromedp.Blur(chromedp.CSS(a.sel(".mode-pill"))))
 		})
@@ -210,19 +219,20 @@ func TestCockpit(t *testing.T) {
 			for _, s := range []struct {
 				name          string
 				width, height int64
-				dark          bool
+				dark, full    bool
 			}{
-				{"desktop", 1280, 800, false},
-				{"desktop-dark", 1280, 800, true},
-				{"narrow", 375, 740, false},
-				{"narrow-dark", 375, 740, true},
+				{"desktop", 1280, 800, false, false},
+				{"desktop-full", 1280, 800, false, true},
+				{"desktop-dark", 1280, 800, true, false},
+				{"narrow", 375, 740, false, false},
+				{"narrow-dark", 375, 740, true, false},
 			} {
-				p.screenshot(t, filepath.Join(shots, s.name+".png"), s.width, s.height, s.dark)
+				p.screenshot(t, filepath.Join(shots, s.name+".png"), s.width, s.height, s.dark, s.full)
 			}
 			t.Logf("screenshots in %s", shots)
 			if os.Getenv("UPDATE_SCREENSHOT") == "1" {
 				dst := filepath.Join(repoRoot(t), "docs", "cockpit.png")
-				b, err := os.ReadFile(filepath.Join(shots, "desktop.png"))
+				b, err := os.ReadFile(filepath.Join(shots, "desktop-full.png"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -255,7 +265,7 @@ func TestCockpit(t *testing.T) {
 
 	t.Run("model output with a script tag is shown as text", func(t *testing.T) {
 		p := openPage(t, browser, demo.url)
-		p.send(t, "Show me a script tag example")
+		p.send(t, "Compare how a script tag is shown and explain why")
 		a := p.waitAnswer(t)
 		if a.State != "done" {
 			t.Fatalf("answer state = %q, want done", a.State)
@@ -277,11 +287,15 @@ func TestCockpit(t *testing.T) {
 		}
 	})
 
+	// The page's modules tested one by one, in one shared tab.
+	unit := openPage(t, browser, demo.url)
+	modules := func(*testing.T) *page { return unit }
+
 	t.Run("markdown renderer", func(t *testing.T) {
-		p := openPage(t, browser, demo.url)
+		p := modules(t)
 		for _, tc := range markdownCases {
 			t.Run(tc.name, func(t *testing.T) {
-				got := eval[string](t, p, fmt.Sprintf(`import("./markdown.js").then(m => {
+				got := eval[string](t, p, fmt.Sprintf(`import("./static/markdown.js").then(m => {
 					const d = document.createElement("div");
 					d.append(m.renderMarkdown(%s));
 					return d.innerHTML;
@@ -293,8 +307,91 @@ func TestCockpit(t *testing.T) {
 		}
 	})
 
+	t.Run("stage statuses show colour, icon and word", func(t *testing.T) {
+		p := modules(t)
+		for _, tc := range []struct{ status, icon, word, tone string }{
+			{"ok", "✓", "ok", "ok"},
+			{"stopped_repeat", "⟲", "stopped: repeat", "warn"},
+			{"stopped_budget", "⏱\uFE0E", "stopped: budget", "warn"},
+			{"stopped_format_errors", "⚠\uFE0E", "stopped: format errors", "warn"},
+			{"skipped_offline", "⊘", "skipped: offline", "off"},
+			{"failed", "✗", "failed", "bad"},
+		} {
+			t.Run(tc.status, func(t *testing.T) {
+				got := eval[map[string]string](t, p, fmt.Sprintf(`import("./static/view.js").then(m => {
+					const v = new m.MessageView({id: "s", role: "assistant", state: "done", content: "", mode: "reflexive",
+						reasons: [], stages: [{node: "OL1", model: "x", turns: 1, status: %q, tools_used: []}]});
+					const b = v.root.querySelector(".badge");
+					return {icon: b.querySelector(".badge-icon").textContent, word: b.querySelector(".badge-status").textContent,
+						tone: b.dataset.tone, status: b.dataset.status, label: b.querySelector(".badge-label").textContent};
+				})`, tc.status), chromedp.EvalAwaitPromise)
+				want := map[string]string{"icon": tc.icon, "word": tc.word, "tone": tc.tone, "status": tc.status, "label": "OL1 ▸ 1 turn"}
+				for k, w := range want {
+					if got[k] != w {
+						t.Errorf("badge %s = %q, want %q", k, got[k], w)
+					}
+				}
+			})
+		}
+	})
+
+	t.Run("long tool results fold behind show more", func(t *testing.T) {
+		p := modules(t)
+		got := eval[map[string]any](t, p, `import("./static/view.js").then(m => {
+			const v = new m.MessageView({id: "r", role: "assistant", state: "done", content: "", mode: "reflexive", reasons: [],
+				stages: [{node: "OL1", model: "x", turns: 1, status: "ok",
+					tools_used: [{name: "read_file", args: {path: "big.txt"}, status: "ok", result: "x".repeat(1500)}]}]});
+			const pre = v.root.querySelector(".tc-result"), more = v.root.querySelector(".show-more");
+			const folded = pre.textContent.length;
+			more.click();
+			const open = pre.textContent.length, expanded = more.getAttribute("aria-expanded");
+			more.click();
+			return {folded, open, expanded, refolded: pre.textContent.length};
+		})`, chromedp.EvalAwaitPromise)
+		want := map[string]any{"folded": 601.0, "open": 1500.0, "expanded": "true", "refolded": 601.0}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s = %v, want %v", k, got[k], w)
+			}
+		}
+	})
+
+	t.Run("server errors show inline with their message", func(t *testing.T) {
+		p := modules(t)
+		for _, tc := range []struct {
+			name  string
+			err   string
+			wants []string
+		}{
+			{"429", `{status: 429, code: "rate_limit_exceeded", message: "node OL1: queue full", retryAfter: "7"}`,
+				[]string{"HTTP 429", "rate_limit_exceeded", "node OL1: queue full", "retry after 7 s"}},
+			{"upstream 500 in the stream", `{code: "upstream_error", message: "node M2: upstream returned 500"}`,
+				[]string{"upstream_error", "node M2: upstream returned 500"}},
+			{"markup in the message", `{status: 502, message: "<img src=x onerror=window.__xss=3>"}`,
+				[]string{"HTTP 502", "<img src=x onerror=window.__xss=3>"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				text := eval[string](t, p, fmt.Sprintf(`import("./static/view.js").then(m => {
+					const v = new m.MessageView({id: "e", role: "assistant", state: "error", content: "", stages: [], error: %s});
+					document.body.append(v.root);
+					const text = v.root.querySelector(".error-box").innerText;
+					v.root.remove();
+					return text;
+				})`, tc.err), chromedp.EvalAwaitPromise)
+				for _, w := range tc.wants {
+					if !strings.Contains(text, w) {
+						t.Errorf("error bubble = %q, want it to contain %q", text, w)
+					}
+				}
+			})
+		}
+		if xss := eval[string](t, p, `typeof window.__xss`); xss != "undefined" {
+			t.Errorf("typeof window.__xss = %q, want undefined", xss)
+		}
+	})
+
 	t.Run("SSE parser survives any split", func(t *testing.T) {
-		p := openPage(t, browser, demo.url)
+		p := modules(t)
 		stream, err := os.ReadFile(filepath.Join("testdata", "cockpit", "reflexive.sse"))
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +409,7 @@ func TestCockpit(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				text := strings.ReplaceAll(string(stream), "\n", tc.newline)
-				got := eval[[]sseEvent](t, p, fmt.Sprintf(`import("./sse.js").then(m => {
+				got := eval[[]sseEvent](t, p, fmt.Sprintf(`import("./static/sse.js").then(m => {
 					const bytes = new TextEncoder().encode(%s), size = %d || bytes.length;
 					const dec = new TextDecoder(), pieces = [];
 					for (let i = 0; i < bytes.length; i += size) pieces.push(dec.decode(bytes.slice(i, i + size), {stream: true}));
@@ -526,14 +623,32 @@ func (p *page) waitReady(t *testing.T) {
 func (p *page) send(t *testing.T, text string) {
 	t.Helper()
 	before := eval[int](t, p, `document.querySelectorAll(".message.assistant").length`)
-	p.do(t, chromedp.SendKeys(chromedp.CSS("#input"), text+kb.Enter))
+	p.do(t, chromedp.SendKeys(chromedp.CSS("#input"), text), pressEnter)
 	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 	defer cancel()
 	_, err := chromedp.Run(ctx, chromedp.Poll[bool](fmt.Sprintf(`document.querySelectorAll(".message.assistant").length > %d`, before)))
 	if err != nil {
 		t.Fatalf("Enter in the message box did not send %q: %v", text, err)
 	}
+	if left := eval[string](t, p, `document.querySelector("#input").value`); left != "" {
+		t.Errorf("message box after sending = %q, want empty", left)
+	}
 }
+
+// pressEnter sends the Enter key as a keyboard does, with no separate char
+// event: chromedp's "\r" also sends one, which would type a new line into
+// the emptied message box after the page handled the keydown.
+var pressEnter = chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+		_, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+			Type: typ, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+})
 
 // waitAnswer waits until the last answer is no longer streaming.
 func (p *page) waitAnswer(t *testing.T) answerRef {
@@ -579,7 +694,14 @@ func (p *page) expanded(t *testing.T, a answerRef, node string) fold {
 
 func (p *page) conversationText(t *testing.T) string {
 	t.Helper()
-	return eval[string](t, p, `[...document.querySelectorAll(".message")].map(m => m.classList[1] + ": " + m.querySelector(".bubble").innerText).join("\n")`)
+	// Built from the parts, not innerText: a tooltip fading out after an
+	// earlier step must not count.
+	return eval[string](t, p, `[...document.querySelectorAll(".message")].map(m => [
+		m.classList[1], m.dataset.state ?? "",
+		m.querySelector(".mode-pill")?.dataset.mode ?? "",
+		[...m.querySelectorAll(".badge")].map(b => b.dataset.node + "=" + b.dataset.status + ":" + b.querySelector(".badge-label").textContent).join(" "),
+		(m.querySelector(".reply") ?? m.querySelector(".user-bubble")).textContent,
+	].join(" | ")).join("\n")`)
 }
 
 // recordRequests wraps the page's fetch to keep what POST /chat sent.
@@ -603,7 +725,9 @@ func (p *page) requests(t *testing.T) []chatRequest {
 	return eval[[]chatRequest](t, p, `window.__chatRequests`)
 }
 
-func (p *page) screenshot(t *testing.T, path string, width, height int64, dark bool) {
+// screenshot captures the viewport with the last question at its top, or
+// the whole page when full is set.
+func (p *page) screenshot(t *testing.T, path string, width, height int64, dark, full bool) {
 	t.Helper()
 	scheme := "light"
 	if dark {
@@ -620,11 +744,22 @@ func (p *page) screenshot(t *testing.T, path string, width, height int64, dark b
 		opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateScale(2))
 	}
 	p.do(t, chromedp.EmulateViewport(width, height, opts...), media,
-		chromedp.Evaluate[chromedp.Void](`document.scrollingElement.scrollTop = 1e9`),
+		// The pointer away from the page, or a hover shows on whatever
+		// the new layout put under it.
+		chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, 0, 0),
+		// The question at the top, then its answer; the whole page from its
+		// top (sticky bars stay where they belong).
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`%t ? scrollTo(0, 0) : [...document.querySelectorAll(".message.user")].at(-1)?.scrollIntoView({block: "start"})`, full)),
 		// Let the layout settle and the unfold animation end.
 		chromedp.Sleep(300*time.Millisecond))
 	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
 	defer cancel()
+	if full {
+		// A viewport as tall as the page, so the sticky header and message
+		// box sit at its ends instead of over the middle.
+		h := eval[int64](t, p, `document.scrollingElement.scrollHeight`)
+		p.do(t, chromedp.EmulateViewport(width, h, opts...), chromedp.Sleep(100*time.Millisecond))
+	}
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", path, err)
