@@ -1,0 +1,109 @@
+package chain_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"chainproxy/antiloop"
+	"chainproxy/chain"
+	"chainproxy/chain/mock"
+	"chainproxy/config"
+	"chainproxy/store"
+	"chainproxy/tools"
+)
+
+// countingRunner counts executions per signature.
+type countingRunner struct {
+	*tools.Registry
+	mu    sync.Mutex
+	calls map[uint64]int
+}
+
+func (c *countingRunner) Call(ctx context.Context, name string, args []byte) (string, error) {
+	sig, err := antiloop.Signature(name, args)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.calls[sig]++
+	c.mu.Unlock()
+	return c.Registry.Call(ctx, name, args)
+}
+
+// TestNoScriptedLoopExecutesACallTwice is the issue's promise, checked over
+// many random scripts: whatever mix of repeated calls, reordered keys,
+// batches and malformed calls a model sends, no call is executed twice in a
+// request (one stage uses tools, and the TTL guard covers the rest), the
+// chain stays within its global budget, and it answers.
+func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
+	calls := []string{
+		`{name: list_dir, args: {path: "."}}`,
+		`{name: list_dir, raw_args: '{ "path" : "." }'}`,
+		`{name: list_dir, args: {path: sub}}`,
+		`{name: read_file, args: {path: a.txt}}`,
+		`{name: read_file, raw_args: '{"path":"a.txt","x":1}'}`,
+		`{name: search_files, args: {pattern: alpha, path: "."}}`,
+		`{name: search_files, args: {path: ".", pattern: alpha}}`,
+		`{name: ls, args: {}}`,
+		`{name: read_file, raw_args: '{path'}`,
+	}
+	for seed := range uint64(150) {
+		r := rand.New(rand.NewPCG(seed, 42))
+		var script strings.Builder
+		script.WriteString("nodes:\n  - name: OL1\n    provider: mock\n    mock:\n      turns:\n")
+		for range 1 + r.IntN(6) {
+			script.WriteString("        - tool_calls: [")
+			for j := range 1 + r.IntN(4) {
+				if j > 0 {
+					script.WriteString(", ")
+				}
+				script.WriteString(calls[r.IntN(len(calls))])
+			}
+			script.WriteString("]\n")
+		}
+		script.WriteString("  - {name: M1, provider: mock, mock: {turns: [{content: m1}]}}\n  - {name: M2, provider: mock, mock: {turns: [{content: m2}]}}\n")
+		model := chain.ModelReflexive
+		if seed%3 == 0 {
+			model = chain.ModelSimple
+		}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			cfg, err := config.Parse([]byte(script.String()))
+			if err != nil {
+				t.Fatalf("%v\n%s", err, script.String())
+			}
+			cfg.Tools.Root = t.TempDir()
+			reg, err := tools.New(cfg.Tools, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runner := &countingRunner{Registry: reg, calls: map[uint64]int{}}
+			backends := map[string]chain.Backend{}
+			for _, n := range cfg.Nodes {
+				backends[n.Name] = mock.New(n)
+			}
+			eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := eng.Run(context.Background(), &chain.RunRequest{Model: model, Conversation: "c", Messages: []chain.Message{{Role: "user", Content: "go"}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for sig, n := range runner.calls {
+				if n > 1 {
+					t.Errorf("signature %x executed %d times\n%s", sig, n, script.String())
+				}
+			}
+			if res.Trace.Turns > cfg.Chain.MaxTotalTurns {
+				t.Errorf("%d turns > budget %d", res.Trace.Turns, cfg.Chain.MaxTotalTurns)
+			}
+			if res.Message.Content == "" {
+				t.Errorf("no answer; trace %+v", res.Trace)
+			}
+		})
+	}
+}
