@@ -90,22 +90,31 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 		if r.e.offline.isOffline(node.Name) {
 			s.stop = StageSkippedOffline
 			s.st.Error = "node " + node.Name + " is offline (remembered for 30s)"
-		} else if err := r.turns(ctx, s); err != nil {
-			if fatal(ctx, err) {
-				return nil, err
+		}
+		var stageErr error
+		if s.stop == "" {
+			if stageErr = r.turns(ctx, s); stageErr != nil {
+				if fatal(ctx, stageErr) {
+					return nil, stageErr
+				}
+				r.stageError(s, stageErr)
 			}
-			r.stageError(s, err)
 		}
 		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline {
-			if err := r.finalCall(ctx, s); err != nil {
-				if fatal(ctx, err) {
-					return nil, err
+			if stageErr = r.finalCall(ctx, s); stageErr != nil {
+				if fatal(ctx, stageErr) {
+					return nil, stageErr
 				}
-				r.stageError(s, err)
+				r.stageError(s, stageErr)
 			}
 		}
 		if err := r.endStage(s); err != nil {
 			return nil, err
+		}
+		if stageErr != nil && r.streamed {
+			// Part of this stage's answer already reached the client: no
+			// other stage's answer can be stitched onto it.
+			return nil, &Failure{Trace: r.trace, Err: stageErr}
 		}
 		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline {
 			done = append(done, s)
@@ -207,9 +216,13 @@ func (r *run) stageError(s *stage, err error) {
 	var ue *UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
 		r.e.offline.mark(s.node.Name)
-		if s.st.Turns <= 1 && len(s.content) == 0 {
+		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
+			// Refused at the first call: the node did no work, so the turn
+			// goes back to the budget.
 			s.stop = StageSkippedOffline
 			s.st.Turns = 0
+			r.trace.Turns--
+			r.left++
 		} else {
 			s.stop = StageFailed
 		}
