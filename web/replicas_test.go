@@ -114,4 +114,12 @@ func TestReplicasShareGuards(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"store":"degraded"`) {
 		t.Errorf("readyz during the outage: %d %s", resp.StatusCode, body)
 	}
+
+	// Redis comes back: the replicas share their guards again.
+	rs.Restart()
+	waitFor(t, func() bool { return stA.Status() == store.StatusRedis })
+	if _, st := ask(a, "s3"); st != "ok" {
+		t.Errorf("after recovery, replica A: %s, want ok", st)
+	}
+	waitFor(t, func() bool { _, st := ask(b, "s3"); return st == "cached" })
 }
