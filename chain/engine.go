@@ -224,12 +224,13 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if err := emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err
 	}
+	if route.Node != "" {
+		// A node named directly is a plain relay to it: no server tools,
+		// only the client's own.
+		return r.simple(ctx, e.nodes[route.Node], false)
+	}
 	if r.trace.Mode == ModeSimple {
-		node := route.Node
-		if node == "" {
-			node = e.cfg.Chain.SimpleNode
-		}
-		return r.simple(ctx, e.nodes[node])
+		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil)
 	}
 	return r.reflexive(ctx)
 }

@@ -461,3 +461,21 @@ func equalSlices[T comparable](a, b []T) bool {
 	}
 	return true
 }
+
+func TestDirectNodeIsAPlainRelay(t *testing.T) {
+	h := newHarness(t, threeNodes)
+	if _, _, err := h.run(t, "OL1", "loop"); err != nil {
+		t.Fatal(err)
+	}
+	req := h.nodes["OL1"].requests()[0]
+	if len(req.Tools) != 0 || req.Messages[0].Role != "user" {
+		t.Errorf("direct call to OL1 got %d tools and first message %q; want the client's messages only", len(req.Tools), req.Messages[0].Role)
+	}
+	// chain/simple, by contrast, offers the server tools.
+	if _, _, err := h.run(t, chain.ModelSimple, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := h.nodes["OL1"].requests(); len(reqs[1].Tools) != 3 {
+		t.Errorf("chain/simple offered %d tools, want 3", len(reqs[1].Tools))
+	}
+}

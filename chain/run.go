@@ -135,9 +135,10 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 	return r.result(ctx, last)
 }
 
-// simple answers with one node, tools and guards included.
-func (r *run) simple(ctx context.Context, node *Node) (*Result, error) {
-	s := r.newStage(0, node, stageConfig{maxTurns: r.left, tools: r.e.runner != nil})
+// simple answers with one node, with the server tools when serverTools is
+// set, under the same guards as a chain stage.
+func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result, error) {
+	s := r.newStage(0, node, stageConfig{maxTurns: r.left, tools: serverTools})
 	s.answers = true
 	s.allowed = r.left
 	client := len(r.req.ClientTools) > 0
