@@ -536,7 +536,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // mustEngine builds an engine over cfg's mock nodes.
-func mustEngine(t *testing.T, cfg *config.Config) *chain.Engine {
+func mustEngine(t testing.TB, cfg *config.Config) *chain.Engine {
 	t.Helper()
 	reg, err := tools.New(cfg.Tools, nil)
 	if err != nil {
@@ -585,4 +585,14 @@ func normalizeCompact(t *testing.T, b []byte) []byte {
 		t.Fatal(err)
 	}
 	return bytes.TrimSpace(buf.Bytes())
+}
+
+func mustConfig(t testing.TB, yamlText string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yamlText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	return cfg
 }

@@ -18,6 +18,10 @@ type sseWriter struct {
 	started bool
 	wrote   bool // something was written since the last keepalive tick
 	buf     []byte
+	// deadline is when the write deadline was last pushed back; nil error
+	// from the controller means deadlines are supported.
+	deadline   time.Time
+	noDeadline bool
 }
 
 // writeTimeout bounds one write to the client: a stalled reader must not hold
@@ -47,7 +51,14 @@ func (s *sseWriter) start(extra func(http.Header)) {
 }
 
 func (s *sseWriter) flush() error {
-	_ = s.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+	// Pushing the deadline back costs a timer update: once a second is
+	// enough for a 30 s window.
+	if now := time.Now(); !s.noDeadline && now.Sub(s.deadline) > time.Second {
+		s.deadline = now
+		if err := s.rc.SetWriteDeadline(now.Add(writeTimeout)); err != nil {
+			s.noDeadline = true
+		}
+	}
 	_, err := s.w.Write(s.buf)
 	s.buf = s.buf[:0]
 	if err == nil {
