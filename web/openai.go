@@ -31,6 +31,10 @@ type chatRequest struct {
 	Seed             *int64          `json:"seed"`
 	N                *int            `json:"n"`
 	User             string          `json:"user"`
+
+	// Parsed once by decodeChatRequest.
+	choice chain.ToolChoice
+	stops  []string
 }
 
 type streamOptions struct {
@@ -46,6 +50,8 @@ type wireMessage struct {
 	ToolCalls        []wireToolCall  `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
+
+	text string // Content flattened, set by decodeChatRequest
 }
 
 type wireToolCall struct {
@@ -108,9 +114,11 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		if m.Role == "tool" && m.ToolCallID == "" {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] has role tool but no tool_call_id", i)
 		}
-		if _, err := contentText(m.Content); err != nil {
+		text, err := contentText(m.Content)
+		if err != nil {
 			return nil, invalid(fmt.Sprintf("messages[%d].content", i), "messages[%d].content: %v", i, err)
 		}
+		req.Messages[i].text = text
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, invalid("n", "n must be 1 (got %d): the chain produces one answer", *req.N)
@@ -132,10 +140,11 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 			return nil, invalid(fmt.Sprintf("tools[%d].function.name", i), "tools[%d].function.name is required", i)
 		}
 	}
-	if _, err := req.toolChoice(); err != nil {
+	var err error
+	if req.choice, err = req.toolChoice(); err != nil {
 		return nil, err
 	}
-	if _, err := req.stop(); err != nil {
+	if req.stops, err = req.stop(); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -232,8 +241,7 @@ func (r *chatRequest) stop() ([]string, error) {
 func (r *chatRequest) toRunRequest() *chain.RunRequest {
 	msgs := make([]chain.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		text, _ := contentText(m.Content) // validated
-		msgs[i] = chain.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID, Name: m.Name}
+		msgs[i] = chain.Message{Role: m.Role, Content: m.text, ToolCallID: m.ToolCallID, Name: m.Name}
 		for _, tc := range m.ToolCalls {
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chain.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -242,18 +250,16 @@ func (r *chatRequest) toRunRequest() *chain.RunRequest {
 	for _, t := range r.Tools {
 		tools = append(tools, chain.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
-	tc, _ := r.toolChoice()
-	stop, _ := r.stop()
 	return &chain.RunRequest{
 		Model:       r.Model,
 		Messages:    msgs,
 		ClientTools: tools,
-		ToolChoice:  tc,
+		ToolChoice:  r.choice,
 		Params: chain.Params{
 			Temperature: r.Temperature,
 			TopP:        r.TopP,
 			MaxTokens:   r.maxTokens(),
-			Stop:        stop,
+			Stop:        r.stops,
 			Seed:        r.Seed,
 		},
 	}
