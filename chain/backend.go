@@ -60,6 +60,10 @@ type Request struct {
 	Messages []Message
 	Tools    []Tool
 	Params   Params
+	// Whole asks for the answer in one piece: nobody is watching it stream,
+	// and an unstreamed answer costs the upstream and the proxy much less.
+	// Backends may still stream; they deliver the same chunks either way.
+	Whole bool
 }
 
 // Chunk is a piece of a model's streamed answer. Backends deliver content and

@@ -215,13 +215,13 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if err != nil {
 		return nil, err
 	}
+	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns, log: e.log.With("req_id", req.TraceID)}
 	if emit == nil {
-		emit = func(Event) error { return nil }
+		r.emit = func(Event) error { return nil }
 	}
-	r := &run{e: e, req: req, emit: emit, left: e.cfg.Chain.MaxTotalTurns, log: e.log.With("req_id", req.TraceID)}
 	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
 	r.trace.Stages = []StageTrace{}
-	if err := emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
+	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err
 	}
 	if route.Node != "" {

@@ -21,6 +21,8 @@ type run struct {
 	streamed bool
 	// upstream is the time spent waiting on nodes (queue and calls).
 	upstream time.Duration
+	// whole: nobody watches the run, so answers may come unstreamed.
+	whole bool
 	log      *slog.Logger
 }
 
@@ -294,7 +296,7 @@ func (r *run) callNoTurn(ctx context.Context, s *stage) (Message, error) {
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params}
+	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole}
 	// A node writing tool calls as text must be read whole before any of
 	// it can be shown, or the raw [TOOL:…] would reach the client.
 	live := s.answers && !(s.node.TextToolCalls && len(offered) > 0)

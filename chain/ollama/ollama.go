@@ -75,6 +75,12 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	if err != nil {
 		return fmt.Errorf("ollama: node %s: %w", b.node.Name, err)
 	}
+	if req.Whole {
+		// Ollama answers "stream": false with one line: the same reader
+		// takes it.
+		whole := false
+		creq.Stream = &whole
+	}
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
