@@ -23,7 +23,7 @@ type run struct {
 	upstream time.Duration
 	// whole: nobody watches the run, so answers may come unstreamed.
 	whole bool
-	log      *slog.Logger
+	log   *slog.Logger
 }
 
 // stage is one stage being run.
