@@ -125,8 +125,19 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		}
 		return sse.data(b)
 	}
+	// Content deltas are most of a stream: they are framed from a prefix and
+	// suffix encoded once, with only the text encoded per chunk.
+	prefix, suffix := contentFrame(id, model, created)
 	content := func(text, reasoning string) error {
 		start()
+		if roleSent && reasoning == "" && text != "" {
+			sse.buf = append(sse.buf, "data: "...)
+			sse.buf = append(sse.buf, prefix...)
+			sse.buf = appendJSONString(sse.buf, text)
+			sse.buf = append(sse.buf, suffix...)
+			sse.buf = append(sse.buf, '\n', '\n')
+			return sse.flush()
+		}
 		d := delta{ReasoningContent: reasoning}
 		if text != "" || !roleSent {
 			d.Content = &text

@@ -38,3 +38,27 @@ func FuzzDecodeChatRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAppendJSONString: the fast content framing encodes exactly as
+// encoding/json does, so the chunks it writes are the chunks json.Marshal
+// would write.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "hello", "a\"b\\c", "<script>&", "\n\r\t\x00\x1f", "é😀", "\xff\xfe", "\u2028\u2029"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+func TestContentFrame(t *testing.T) {
+	prefix, suffix := contentFrame("chatcmpl-1", "m\"x", 42)
+	got := string(prefix) + `"hi"` + string(suffix)
+	want, _ := json.Marshal(newChunk("chatcmpl-1", "m\"x", 42, delta{Content: strptr("hi")}, nil))
+	if got != string(want) {
+		t.Errorf("frame = %s, want %s", got, want)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"chainproxy/chain"
 )
@@ -361,3 +362,66 @@ func newChunk(id, model string, created int64, d delta, finish *string) *chunk {
 func completionID(traceID string) string { return "chatcmpl-" + traceID }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// contentFrame returns the JSON before and after the text of a content-only
+// chunk, so that a stream encodes its constant parts once. The result is the
+// encoding of newChunk with delta {"content": text}.
+func contentFrame(id, model string, created int64) (prefix, suffix []byte) {
+	b, _ := json.Marshal(newChunk(id, model, created, delta{Content: strptr("\x00")}, nil))
+	i := bytes.Index(b, []byte(`"\u0000"`))
+	return b[:i], b[i+len(`"\u0000"`):]
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// does (HTML characters included), invalid UTF-8 replaced by U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
