@@ -51,6 +51,8 @@ type options struct {
 	targets     []string
 	modes       []bool
 	candidate   string
+	soak        time.Duration
+	soakConns   int
 }
 
 func main() {
@@ -85,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.profileDir, "profile", "", "when set, write CPU profiles of both proxies under 32-connection load to this `dir`")
 	fs.DurationVar(&o.profileTime, "profile-time", 5*time.Second, "length of each CPU profile")
 	fs.StringVar(&o.proxyLog, "proxy-log-level", "info", "the proxy's -log-level (its logs go to a file)")
+	fs.DurationVar(&o.soak, "soak", 0, "instead of the cells, soak the proxy for this long and report its errors (e.g. 60s)")
+	fs.IntVar(&o.soakConns, "soak-conns", 200, "concurrent clients of the soak")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

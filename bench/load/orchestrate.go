@@ -123,6 +123,18 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 	if cand != nil {
 		all["candidate"] = target{"candidate", "http://" + cand.addr, cand.pid(), ""}
 	}
+	if o.soak > 0 {
+		logf("soak: %d clients for %s through the proxy", o.soakConns, o.soak)
+		r, err := soak(ctx, all["proxy"], "http://"+px.addr+"/metrics", o.soakConns, o.soak)
+		if err != nil {
+			return fail(err)
+		}
+		reportSoak(stdout, r, o.soakConns)
+		if r.errors > 0 {
+			return fail(fmt.Errorf("soak: %d of %d requests failed, first: %s", r.errors, r.requests, r.firstErr))
+		}
+		return nil
+	}
 	var targets []target
 	for _, name := range o.targets {
 		targets = append(targets, all[name])
