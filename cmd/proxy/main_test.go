@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestBadConfigExits2(t *testing.T) {
@@ -89,25 +88,30 @@ func TestDemoServesAndShutsDownGracefully(t *testing.T) {
 		t.Errorf("demo answer = %+v", out)
 	}
 
-	// A request in flight when the signal comes still completes.
-	done := make(chan error, 1)
-	go func() {
-		resp, err := http.Post(base+"/chat", "application/json", strings.NewReader(`{"message":"Compare the plans step by step"}`))
-		if err == nil {
-			_, err = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				err = io.ErrUnexpectedEOF
-			}
-		}
-		done <- err
-	}()
-	time.Sleep(100 * time.Millisecond) // let it start: the demo models take ~1 s
+	// A request in flight when the signal comes still completes: once its
+	// first event is in, the process is told to stop.
+	resp, err = http.Post(base+"/chat", "application/json", strings.NewReader(`{"message":"Compare the plans step by step","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "event: classified") {
+		t.Fatalf("first line %q, %v", line, err)
+	}
 	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("in-flight request during shutdown: %v", err)
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.Contains(string(rest), "event: done") {
+		t.Errorf("in-flight stream during shutdown: %v, ends %q", err, tail(string(rest)))
 	}
 	if c := <-code; c != 0 {
 		t.Errorf("exit code %d, want 0", c)
 	}
+}
+
+func tail(s string) string {
+	if len(s) > 200 {
+		return s[len(s)-200:]
+	}
+	return s
 }
