@@ -479,3 +479,22 @@ func TestDirectNodeIsAPlainRelay(t *testing.T) {
 		t.Errorf("chain/simple offered %d tools, want 3", len(reqs[1].Tools))
 	}
 }
+
+func TestOneTurnBudgetStillAnswers(t *testing.T) {
+	for _, model := range []string{chain.ModelSimple, chain.ModelReflexive} {
+		t.Run(model, func(t *testing.T) {
+			yaml := strings.Replace(threeNodes, "chain:\n  simple_node: OL1\n", "chain:\n  simple_node: OL1\n  stages: [{node: OL1, max_turns: 4, tools: true}]\n  max_total_turns: 1\n", 1)
+			h := newHarness(t, yaml)
+			res, _, err := h.run(t, model, "loop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trace.Turns != 1 || res.Message.Content == "" {
+				t.Errorf("turns %d, answer %q: one turn must answer", res.Trace.Turns, res.Message.Content)
+			}
+			if reqs := h.nodes["OL1"].requests(); len(reqs[0].Tools) != 0 {
+				t.Error("the only turn was offered tools")
+			}
+		})
+	}
+}

@@ -80,9 +80,14 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 		s := r.newStage(len(r.trace.Stages), node, stageConfig{maxTurns: sc.MaxTurns, tools: sc.Tools, prompt: sc.Prompt})
 		s.answers = after == 0
 		s.allowed = min(sc.MaxTurns, r.left-after)
-		if s.answers && s.cfg.tools && s.allowed > 1 && s.allowed >= r.left {
-			// Keep one turn for the final call without tools.
-			s.allowed = r.left - 1
+		if s.answers && s.cfg.tools {
+			if r.left <= 1 {
+				// One turn left: it must answer, so it gets no tools.
+				s.cfg.tools = false
+			} else if s.allowed >= r.left {
+				// Keep one turn for the final call without tools.
+				s.allowed = r.left - 1
+			}
 		}
 		s.allowed = max(s.allowed, 1)
 		s.msgs = r.stageMessages(s, done, i, len(stages))
@@ -144,10 +149,13 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 	s.answers = true
 	s.allowed = r.left
 	client := len(r.req.ClientTools) > 0
-	if client {
+	switch {
+	case client || s.allowed <= 1:
+		// The client's tools replace the server's; and a single turn must
+		// answer, so it gets no tools.
 		s.cfg.tools = false
-	} else if s.cfg.tools && s.allowed > 1 {
-		s.allowed--
+	case s.cfg.tools:
+		s.allowed-- // kept for the final call without tools
 	}
 	if s.cfg.tools {
 		s.msgs = append([]Message{{Role: "system", Content: r.simplePrompt(s)}}, r.req.Messages...)
