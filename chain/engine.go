@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"chainproxy/antiloop"
@@ -123,9 +122,6 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 
 // Nodes returns the configured nodes in configuration order.
 func (e *Engine) Nodes() []*Node { return e.order }
-
-// ServerTools names the server tools offered to tool-using stages.
-func (e *Engine) ServerTools() []string { return e.toolNames }
 
 // Route is where a model name sends a request.
 type Route struct {
@@ -251,12 +247,6 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	return d.Mode, d.Reasons
 }
 
-// MarkOnline forgets that a node was found offline, after a probe reached it.
-func (e *Engine) MarkOnline(node string) { e.offline.clear(node) }
-
-// MarkOffline remembers a node as offline, after a probe failed to connect.
-func (e *Engine) MarkOffline(node string) { e.offline.mark(node) }
-
 func lastUserText(msgs []Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == "user" {
@@ -264,21 +254,6 @@ func lastUserText(msgs []Message) string {
 		}
 	}
 	return ""
-}
-
-// joinNonEmpty joins the non-empty parts with sep.
-func joinNonEmpty(sep string, parts ...string) string {
-	var b strings.Builder
-	for _, p := range parts {
-		if p == "" {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString(sep)
-		}
-		b.WriteString(p)
-	}
-	return b.String()
 }
 
 // Probe checks that node answers, and updates what the engine remembers of
