@@ -79,6 +79,11 @@ type Chunk struct {
 	Usage *Usage
 }
 
+// Empty reports whether c carries nothing: backends skip such chunks.
+func (c Chunk) Empty() bool {
+	return c.Content == "" && c.Reasoning == "" && c.ToolCalls == nil && c.FinishReason == "" && c.Usage == nil
+}
+
 // Usage counts tokens as OpenAI reports them.
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`

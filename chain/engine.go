@@ -183,8 +183,6 @@ type Result struct {
 	Message      Message
 	FinishReason string
 	Trace        Trace
-	// Streamed is true when the answer's content went out as EventDelta.
-	Streamed bool
 	// Upstream is the time the run spent waiting on nodes, queues
 	// included: the rest of its duration is the proxy's own.
 	Upstream time.Duration

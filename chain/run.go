@@ -46,9 +46,8 @@ type stage struct {
 }
 
 type stageConfig struct {
-	maxTurns int
-	tools    bool
-	prompt   string
+	tools  bool
+	prompt string
 }
 
 // evidence is a tool call and what it returned, kept for later stages.
@@ -77,7 +76,7 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 	for i, sc := range stages {
 		node := r.e.nodes[sc.Node]
 		after := r.reachableAfter(i)
-		s := r.newStage(len(r.trace.Stages), node, stageConfig{maxTurns: sc.MaxTurns, tools: sc.Tools, prompt: sc.Prompt})
+		s := r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
 		s.answers = after == 0
 		s.allowed = min(sc.MaxTurns, r.left-after)
 		if s.answers && s.cfg.tools {
@@ -139,13 +138,13 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 		}
 		r.trace.Stages[last.idx] = last.st
 	}
-	return r.result(ctx, last)
+	return r.result(last)
 }
 
 // simple answers with one node, with the server tools when serverTools is
 // set, under the same guards as a chain stage.
 func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result, error) {
-	s := r.newStage(0, node, stageConfig{maxTurns: r.left, tools: serverTools})
+	s := r.newStage(0, node, stageConfig{tools: serverTools})
 	s.answers = true
 	s.allowed = r.left
 	client := len(r.req.ClientTools) > 0
@@ -189,9 +188,9 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 		return nil, err
 	}
 	if msg != nil {
-		return &Result{Message: *msg, FinishReason: "tool_calls", Trace: r.trace, Streamed: r.streamed, Upstream: r.upstream}, nil
+		return &Result{Message: *msg, FinishReason: "tool_calls", Trace: r.trace, Upstream: r.upstream}, nil
 	}
-	return r.result(ctx, s)
+	return r.result(s)
 }
 
 func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
@@ -379,7 +378,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 }
 
 // result builds the client's answer from the answering stage.
-func (r *run) result(ctx context.Context, s *stage) (*Result, error) {
+func (r *run) result(s *stage) (*Result, error) {
 	text := s.answer()
 	if !r.streamed && text != "" {
 		// The answer comes from a stage that did not stream (the stages
@@ -392,7 +391,6 @@ func (r *run) result(ctx context.Context, s *stage) (*Result, error) {
 		Message:      Message{Role: "assistant", Content: text, Reasoning: s.reason},
 		FinishReason: "stop",
 		Trace:        r.trace,
-		Streamed:     true,
 		Upstream:     r.upstream,
 	}
 	return res, nil

@@ -89,7 +89,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	var st Stream
 	err = b.chat(ctx, creq, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
-		if isEmpty(c) {
+		if c.Empty() {
 			return nil
 		}
 		if err := fn(c); err != nil {
@@ -226,10 +226,6 @@ func upstreamError(ctx context.Context, node string, err error) error {
 	// is not JSON: TransportError tells a timeout or a caller that went
 	// away from a broken upstream.
 	return chain.TransportError(ctx, node, err)
-}
-
-func isEmpty(c chain.Chunk) bool {
-	return c.Content == "" && c.Reasoning == "" && c.ToolCalls == nil && c.FinishReason == "" && c.Usage == nil
 }
 
 // ToChatRequest translates a chain request to Ollama's, always streamed.

@@ -118,7 +118,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		if err != nil {
 			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: err.Error(), Err: err}
 		}
-		if !isEmpty(c) {
+		if !c.Empty() {
 			if err := fn(c); err != nil {
 				return err
 			}
@@ -213,10 +213,6 @@ func (b *Backend) upstreamError(ctx context.Context, err error) error {
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: apiErr.HTTPStatusCode, Message: apiErr.Message, Err: err}
 	}
 	return chain.TransportError(ctx, b.node.Name, err)
-}
-
-func isEmpty(c chain.Chunk) bool {
-	return c.Content == "" && c.Reasoning == "" && c.ToolCalls == nil && c.FinishReason == "" && c.Usage == nil
 }
 
 // emptyParameters is sent for a tool declared without parameters: OpenAI
@@ -535,7 +531,7 @@ func (b *Backend) chatWhole(ctx context.Context, creq goopenai.ChatCompletionReq
 	if r := cmp.Or(m.ReasoningContent, m.Reasoning); r != "" {
 		c.Reasoning = r + c.Reasoning
 	}
-	if !isEmpty(c) {
+	if !c.Empty() {
 		if err := fn(c); err != nil {
 			return err
 		}
