@@ -139,7 +139,7 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 		sse.start(nil)
 		return sse.comment("keepalive")
 	}
-	res, err := s.drive(c.Request.Context(), req, onEvent, onTick)
+	res, err := s.drive(c.Request.Context(), req, sse, onEvent, onTick)
 	if err != nil {
 		if !sse.started {
 			s.fail(c, err)

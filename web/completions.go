@@ -183,7 +183,7 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		start()
 		return sse.comment(where)
 	}
-	res, err := s.drive(c.Request.Context(), req, onEvent, onTick)
+	res, err := s.drive(c.Request.Context(), req, sse, onEvent, onTick)
 	if err != nil {
 		if !sse.started {
 			s.fail(c, err)

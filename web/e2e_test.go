@@ -31,11 +31,11 @@ import (
 // wireProxy starts the proxy over real backends for nodes pointing at
 // protocol fakes, and returns a go-openai client for it.
 func wireProxy(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.Client, *httptest.Server) {
-	c, srv, _ := wireProxyAdmission(t, nodes, chainYAML)
+	c, srv, _ := wireProxyAdmission(t, nodes, chainYAML, 50*time.Millisecond)
 	return c, srv
 }
 
-func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.Client, *httptest.Server, *chain.Admission) {
+func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, keepalive time.Duration) (*goopenai.Client, *httptest.Server, *chain.Admission) {
 	t.Helper()
 	var y strings.Builder
 	y.WriteString("nodes:\n")
@@ -72,7 +72,7 @@ func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string) (*g
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: mem, Keepalive: 50 * time.Millisecond}))
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: mem, Keepalive: keepalive}))
 	t.Cleanup(srv.Close)
 	cc := goopenai.DefaultConfig("unused")
 	cc.BaseURL = srv.URL + "/v1"
@@ -326,7 +326,7 @@ func TestQueueFullAndDisconnectWhileQueued(t *testing.T) {
 	f := fakeollama.New(t, fakeollama.Reply{Content: []string{"busy "}, Hang: true})
 	node := ollamaNode("A", f.URL) // ollama: one call at a time by default
 	node.MaxQueue = 1
-	_, srv, adm := wireProxyAdmission(t, []config.Node{node}, oneStage)
+	_, srv, adm := wireProxyAdmission(t, []config.Node{node}, oneStage, 50*time.Millisecond)
 	ts := &testServer{Server: srv}
 	body := `{"model":"A","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 

@@ -17,7 +17,12 @@ type sseWriter struct {
 	rc      *http.ResponseController
 	started bool
 	wrote   bool // something was written since the last keepalive tick
-	buf     []byte
+	// hold is set while more events are already waiting: what is written
+	// stays in buf and goes out in one write with the last of them. Chunks
+	// that arrived together leave together, as a reverse proxy copying its
+	// upstream's reads would send them, and none waits for a later one.
+	hold bool
+	buf  []byte
 	// deadline is when the write deadline was last pushed back; nil error
 	// from the controller means deadlines are supported.
 	deadline   time.Time
@@ -51,6 +56,9 @@ func (s *sseWriter) start(extra func(http.Header)) {
 }
 
 func (s *sseWriter) flush() error {
+	if s.hold {
+		return nil
+	}
 	// Pushing the deadline back costs a timer update: once a second is
 	// enough for a 30 s window.
 	if now := time.Now(); !s.noDeadline && now.Sub(s.deadline) > time.Second {
@@ -103,10 +111,13 @@ type runOutcome struct {
 // drive runs the engine for a streaming response. The engine runs on its own
 // goroutine and hands events over a channel; this goroutine, the handler's,
 // does all the writing: each event goes to onEvent, and onTick is called
-// every keepalive interval. The engine goroutine exits when Run returns,
-// which it does promptly once ctx is cancelled (every send selects on
-// ctx.Done()); drive always waits for it before returning.
-func (s *Server) drive(ctx context.Context, req *chain.RunRequest, onEvent func(chain.Event) error, onTick func() error) (*chain.Result, error) {
+// every keepalive interval. While further events are already queued, sse
+// holds its writes, so that a burst costs one write and one flush rather
+// than one per chunk; nothing waits for an event that has not arrived. The
+// engine goroutine exits when Run returns, which it does promptly once ctx
+// is cancelled (every send selects on ctx.Done()); drive always waits for it
+// before returning.
+func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWriter, onEvent func(chain.Event) error, onTick func() error) (*chain.Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan chain.Event, 16)
@@ -134,7 +145,13 @@ func (s *Server) drive(ctx context.Context, req *chain.RunRequest, onEvent func(
 				break
 			}
 			if werr == nil {
-				if werr = onEvent(ev); werr != nil {
+				sse.hold = len(events) > 0
+				werr = onEvent(ev)
+				sse.hold = false
+				if werr == nil && len(sse.buf) > 0 && len(events) == 0 {
+					werr = sse.flush()
+				}
+				if werr != nil {
 					cancel() // the client is gone: stop the run
 				}
 			}
