@@ -2,10 +2,14 @@
 // OpenAI-compatible chat completions API (OpenAI, vLLM, llama.cpp server,
 // LM Studio, Ollama's /v1), spoken through github.com/sashabaranov/go-openai.
 //
-// The upstream is always streamed, whatever the proxy's client asked: one
-// code path, content delivered as it comes, and a hung upstream noticed
-// early. Reasoning arrives as reasoning_content, reasoning or <think> tags
-// at the head of the content; it comes out of Chat one way, in
+// Requests are go-openai's ChatCompletionRequest, posted as JSON. The
+// answer is read here, not by go-openai: its stream reader matches two
+// regular expressions per line and its chunk type has no "reasoning", and
+// reading the events is most of what a relay costs. The upstream is
+// streamed unless the caller asked for the whole answer at once
+// (chain.Request.Whole), which a client that did not ask for a stream gets
+// sooner that way. Reasoning arrives as reasoning_content, reasoning or
+// <think> tags at the head of the content; it comes out of Chat one way, in
 // chain.Chunk.Reasoning. Tool call fragments are assembled by index.
 //
 // It imports chain and config, never web or gin.
@@ -41,9 +45,9 @@ var (
 // Backend calls one OpenAI-compatible node.
 type Backend struct {
 	node   config.Node
-	http   goopenai.HTTPDoer
-	config goopenai.ClientConfig
-	client *goopenai.Client
+	http   *http.Client
+	url    string           // {base}/chat/completions
+	client *goopenai.Client // for Probe
 	// noStreamOptions is set once the upstream refused stream_options:
 	// later calls do without it (and without usage) rather than fail
 	// once each.
@@ -62,7 +66,12 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 	cfg := goopenai.DefaultConfig(node.APIKey)
 	cfg.BaseURL = node.BaseURL
 	cfg.HTTPClient = httpClient
-	return &Backend{node: node, http: httpClient, config: cfg, client: goopenai.NewClientWithConfig(cfg)}
+	return &Backend{
+		node:   node,
+		http:   httpClient,
+		url:    strings.TrimSuffix(node.BaseURL, "/") + "/chat/completions",
+		client: goopenai.NewClientWithConfig(cfg),
+	}
 }
 
 // Chat streams the model's answer to fn. Content and reasoning are delivered
@@ -83,39 +92,139 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
 		defer cancel()
 	}
-	if req.Whole {
-		return b.chatWhole(ctx, creq, fn)
-	}
-	if !b.noStreamOptions.Load() {
+	creq.Stream = !req.Whole
+	if creq.Stream && !b.noStreamOptions.Load() {
 		creq.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
 	}
-	// A client per call, to get hold of the response: see drain.
-	doer := &lastResponse{doer: b.http}
-	cfg := b.config
-	cfg.HTTPClient = doer
-	client := goopenai.NewClientWithConfig(cfg)
-	stream, err := client.CreateChatCompletionStream(ctx, creq)
+	resp, err := b.post(ctx, &creq)
 	if err != nil && creq.StreamOptions != nil && rejectsStreamOptions(err) {
 		b.noStreamOptions.Store(true)
 		creq.StreamOptions = nil
-		stream, err = client.CreateChatCompletionStream(ctx, creq)
+		resp, err = b.post(ctx, &creq)
 	}
 	if err != nil {
-		return b.upstreamError(ctx, err)
+		return err
 	}
-	defer stream.Close()
+	defer resp.Body.Close()
+	// A server may answer a stream request with one JSON object (some
+	// ignore "stream"): it is read as the whole answer it is.
+	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return b.readWhole(ctx, resp.Body, fn)
+	}
+	return b.readStream(ctx, resp.Body, fn)
+}
 
+// post sends a chat completion request. A status of 400 or more comes back
+// as a *chain.UpstreamError with the upstream's message, the body closed.
+func (b *Backend) post(ctx context.Context, creq *goopenai.ChatCompletionRequest) (*http.Response, error) {
+	body, err := json.Marshal(creq)
+	if err != nil {
+		return nil, fmt.Errorf("openai: node %s: encode request: %w", b.node.Name, err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("openai: node %s: %w", b.node.Name, err)
+	}
+	hreq.Header = http.Header{"Content-Type": {"application/json"}}
+	if creq.Stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	if b.node.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+b.node.APIKey)
+	}
+	resp, err := b.http.Do(hreq)
+	if err != nil {
+		return nil, chain.TransportError(ctx, b.node.Name, err)
+	}
+	if resp.StatusCode < http.StatusBadRequest {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg := errorMessage(data)
+	if msg == "" {
+		msg = resp.Status
+	}
+	return nil, &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg}
+}
+
+// errorMessage finds the message of an error body: OpenAI's
+// {"error":{"message"}}, {"error":"…"}, a top-level "message" (vLLM) or
+// "detail" (FastAPI); else the body's text, capped.
+func errorMessage(data []byte) string {
+	var e struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if gojson.Unmarshal(data, &e) == nil {
+		if msg := eventErrorMessage(e.Error); msg != "" {
+			return msg
+		}
+		if e.Message != "" {
+			return e.Message
+		}
+		var detail string
+		if gojson.Unmarshal(e.Detail, &detail) == nil && detail != "" {
+			return detail
+		}
+	}
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > maxErrorBody {
+		msg = msg[:maxErrorBody] + "…"
+	}
+	return msg
+}
+
+// eventErrorMessage is the message of an "error" member, an object with a
+// message or a string; "" when there is none.
+func eventErrorMessage(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if gojson.Unmarshal(raw, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	var str string
+	if gojson.Unmarshal(raw, &str) == nil && str != "" {
+		return str
+	}
+	return string(raw)
+}
+
+// readStream reads the server-sent events of a streamed answer.
+func (b *Backend) readStream(ctx context.Context, body io.Reader, fn func(chain.Chunk) error) error {
+	r := newSSEReader(body)
+	defer r.release()
 	var st Stream
 	for {
-		data, err := stream.RecvRaw()
+		data, err := r.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if errors.Is(err, errEventTooLarge) {
+			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: err.Error(), Err: err}
+		}
 		if err != nil {
-			return b.upstreamError(ctx, err)
+			return chain.TransportError(ctx, b.node.Name, err)
+		}
+		if string(data) == "[DONE]" {
+			// Read the little that follows (a blank line and the end of
+			// the chunked body) so that the connection goes back to the
+			// pool: one closed before the end of its body is thrown
+			// away, which costs a handshake per request.
+			io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+			break
 		}
 		c, err := st.Add(data)
 		if err != nil {
+			var ee *eventError
+			if errors.As(err, &ee) {
+				return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: ee.msg}
+			}
 			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: err.Error(), Err: err}
 		}
 		if !c.Empty() {
@@ -124,38 +233,13 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 			}
 		}
 	}
-	// go-openai reports the end of the body and "data: [DONE]" alike. A
-	// stream that ends without a finish reason was cut short.
+	// The end of the body and "data: [DONE]" are alike here. A stream that
+	// ends without a finish reason was cut short.
 	last, ok := st.Finish()
 	if !ok {
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before a finish_reason"}
 	}
-	err = fn(last)
-	doer.drain()
-	return err
-}
-
-// lastResponse is an HTTPDoer that keeps the last response it got.
-type lastResponse struct {
-	doer goopenai.HTTPDoer
-	resp *http.Response
-}
-
-func (d *lastResponse) Do(req *http.Request) (*http.Response, error) {
-	resp, err := d.doer.Do(req)
-	d.resp = resp
-	return resp, err
-}
-
-// drain reads the little that follows "data: [DONE]" (a blank line and the
-// end of the chunked body) so that the connection goes back to the pool:
-// go-openai stops reading at [DONE], and a connection closed before the end
-// of its body is thrown away, which costs a handshake per request. Servers
-// end the body right after [DONE].
-func (d *lastResponse) drain() {
-	if d.resp != nil {
-		io.Copy(io.Discard, io.LimitReader(d.resp.Body, 4<<10))
-	}
+	return fn(last)
 }
 
 // Probe checks that the node answers GET {base}/models, without running a model.
@@ -167,30 +251,20 @@ func (b *Backend) Probe(ctx context.Context) error {
 }
 
 // rejectsStreamOptions reports whether err is an upstream refusing the
-// stream_options field (400, or 422 from pydantic-based servers).
+// stream_options field (400, or 422 from pydantic-based servers, whose
+// message lists the field).
 func rejectsStreamOptions(err error) bool {
-	var (
-		status int
-		msg    string
-	)
-	var reqErr *goopenai.RequestError
-	var apiErr *goopenai.APIError
-	switch {
-	case errors.As(err, &reqErr):
-		status, msg = reqErr.HTTPStatusCode, string(reqErr.Body)
-	case errors.As(err, &apiErr):
-		status, msg = apiErr.HTTPStatusCode, apiErr.Message
-	default:
-		return false
-	}
-	return (status == http.StatusBadRequest || status == http.StatusUnprocessableEntity) &&
-		strings.Contains(msg, "stream_options")
+	var ue *chain.UpstreamError
+	return errors.As(err, &ue) && ue.Kind == chain.KindStatus &&
+		(ue.Status == http.StatusBadRequest || ue.Status == http.StatusUnprocessableEntity) &&
+		strings.Contains(ue.Message, "stream_options")
 }
 
 // maxErrorBody caps what of a non-JSON error body goes into a message.
 const maxErrorBody = 512
 
-// upstreamError maps an error of go-openai to a *chain.UpstreamError.
+// upstreamError maps an error of go-openai's client (Probe) to a
+// *chain.UpstreamError.
 func (b *Backend) upstreamError(ctx context.Context, err error) error {
 	// RequestError first: it may wrap an APIError that has no status.
 	var reqErr *goopenai.RequestError
@@ -339,7 +413,15 @@ type streamChunk struct {
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *chain.Usage `json:"usage"`
+	// Error is set by an event that reports a failure mid-stream, as
+	// OpenAI and vLLM send it: data: {"error": {"message": …}}.
+	Error json.RawMessage `json:"error"`
 }
+
+// eventError is an error event of the stream: the upstream's own message.
+type eventError struct{ msg string }
+
+func (e *eventError) Error() string { return e.msg }
 
 // maxToolCalls bounds the tool calls of one answer, so that an upstream
 // sending absurd indexes cannot make the proxy grow without end.
@@ -354,6 +436,9 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	// stream, and it decodes these structs about four times faster.
 	if err := gojson.Unmarshal(data, &sc); err != nil {
 		return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
+	}
+	if msg := eventErrorMessage(sc.Error); msg != "" {
+		return chain.Chunk{}, &eventError{msg}
 	}
 	if sc.Usage != nil {
 		s.usage = sc.Usage
@@ -477,44 +562,12 @@ type wholeResponse struct {
 	Usage *chain.Usage `json:"usage"`
 }
 
-// chatWhole makes an unstreamed call and delivers the answer as the chunks a
+// readWhole reads an unstreamed answer and delivers it as the chunks a
 // stream would have given: content and reasoning, then the last chunk.
-func (b *Backend) chatWhole(ctx context.Context, creq goopenai.ChatCompletionRequest, fn func(chain.Chunk) error) error {
-	creq.Stream = false
-	body, err := json.Marshal(creq)
-	if err != nil {
-		return fmt.Errorf("openai: node %s: encode request: %w", b.node.Name, err)
-	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(b.node.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("openai: node %s: %w", b.node.Name, err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if b.node.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+b.node.APIKey)
-	}
-	resp, err := b.http.Do(hreq)
+func (b *Backend) readWhole(ctx context.Context, body io.Reader, fn func(chain.Chunk) error) error {
+	data, err := io.ReadAll(io.LimitReader(body, maxWholeBody))
 	if err != nil {
 		return chain.TransportError(ctx, b.node.Name, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxWholeBody))
-	if err != nil {
-		return chain.TransportError(ctx, b.node.Name, err)
-	}
-	if resp.StatusCode >= http.StatusBadRequest {
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		msg := strings.TrimSpace(string(data))
-		if gojson.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Message
-		} else if len(msg) > maxErrorBody {
-			msg = msg[:maxErrorBody] + "…"
-		}
-		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg}
 	}
 	var wr wholeResponse
 	if err := gojson.Unmarshal(data, &wr); err != nil || len(wr.Choices) == 0 {

@@ -576,8 +576,9 @@ func TestToChatRequestBadToolSchema(t *testing.T) {
 // memTransport answers every request with the same status and body, so
 // that a benchmark measures parsing and translation, not the loopback.
 type memTransport struct {
-	status int
-	body   string
+	status      int
+	body        string
+	contentType string // text/event-stream when empty
 }
 
 func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -589,10 +590,14 @@ func (m memTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	ct := m.contentType
+	if ct == "" {
+		ct = "text/event-stream"
+	}
 	return &http.Response{
 		StatusCode: status,
 		Status:     fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		Header:     http.Header{"Content-Type": {"text/event-stream"}},
+		Header:     http.Header{"Content-Type": {ct}},
 		Body:       io.NopCloser(strings.NewReader(m.body)),
 		Request:    r,
 	}, nil
