@@ -97,7 +97,7 @@ func (s *Server) chat(c *gin.Context) {
 	} else {
 		s.fail(c, err)
 	}
-	s.finish(c, "/chat", traceID, start, res, err)
+	s.finish(c, "/chat", traceID, start, res, nil, err)
 }
 
 // streamChat emits the run's events as named SSE events for the cockpit.

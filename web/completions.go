@@ -3,7 +3,9 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,34 +46,67 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		render = config.RenderDetails
 	}
 	c.Header("X-Chain-Trace-Id", traceID)
-	var res *chain.Result
+	var (
+		res       *chain.Result
+		traceJSON []byte
+	)
 	if wire.Stream {
-		res, err = s.streamCompletion(c, wire, req, render)
+		res, traceJSON, err = s.streamCompletion(c, wire, req, render)
 	} else {
 		res, err = s.engine.Run(c.Request.Context(), req, nil)
 		if err == nil {
-			c.Header("X-Chain-Mode", res.Trace.Mode)
 			content := res.Message.Content
 			if render == config.RenderDetails {
 				content = renderDetails(res.Trace.Stages) + content
 			}
-			c.JSON(http.StatusOK, toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+			var body []byte
+			if traceJSON, err = json.Marshal(&res.Trace); err == nil {
+				body, err = json.Marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+			}
+			if err != nil {
+				s.fail(c, fmt.Errorf("encoding the response: %w", err))
+			} else {
+				c.Header("X-Chain-Mode", res.Trace.Mode)
+				writeFinal(c, withChain(body, traceJSON))
+			}
 		} else if !c.Writer.Written() {
 			s.fail(c, err)
 		}
 	}
-	s.finish(c, "/v1/chat/completions", traceID, start, res, err)
+	s.finish(c, "/v1/chat/completions", traceID, start, res, traceJSON, err)
 }
 
-// finish stores the trace and logs the request's one line.
-func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, res *chain.Result, err error) {
+// writeFinal writes a whole JSON answer with its length and flushes it, so
+// that the client has it before the request's bookkeeping (trace, log line,
+// metrics) runs.
+func writeFinal(c *gin.Context, body []byte) {
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.Writer.WriteHeader(http.StatusOK)
+	c.Writer.Write(body)
+	c.Writer.Flush()
+}
+
+// withChain adds the member "chain" with the encoded trace to the encoded
+// object obj: the trace is encoded once per request, for the answer and for
+// the trace store.
+func withChain(obj, traceJSON []byte) []byte {
+	obj = append(obj[:len(obj)-1], `,"chain":`...)
+	obj = append(obj, traceJSON...)
+	return append(obj, '}')
+}
+
+// finish stores the trace and logs the request's one line. traceJSON is the
+// trace as encoded for the answer, when it was.
+func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, res *chain.Result, traceJSON []byte, err error) {
 	var tr *chain.Trace
 	if res != nil {
 		tr = &res.Trace
 	} else if fl := asFailure(err); fl != nil {
 		tr = &fl.Trace
 	}
-	s.storeTrace(c.Request.Context(), traceID, tr)
+	s.storeTrace(c.Request.Context(), traceID, tr, traceJSON)
 	status := c.Writer.Status()
 	if err != nil && c.Writer.Written() && status == http.StatusOK {
 		status, _ = statusFor(err) // failed mid-stream: the 200 was already out
@@ -107,7 +142,7 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 // streamCompletion answers with OpenAI's chunk stream. Headers go out with
 // the first content, or with the first keepalive, or the first stage event
 // of a reflexive run, so that an early failure still gets a proper status.
-func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.RunRequest, render string) (*chain.Result, error) {
+func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.RunRequest, render string) (*chain.Result, []byte, error) {
 	sse := newSSE(c.Writer)
 	id, model, created := completionID(req.TraceID), wire.Model, time.Now().Unix()
 	includeUsage := wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage
@@ -187,7 +222,7 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 	if err != nil {
 		if !sse.started {
 			s.fail(c, err)
-			return nil, err
+			return nil, nil, err
 		}
 		// The 200 is out: end the stream with an error chunk, then [DONE].
 		_, obj := statusFor(err)
@@ -195,32 +230,39 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 			_ = sse.data(b)
 		}
 		_ = sse.data([]byte("[DONE]"))
-		return nil, err
+		return nil, nil, err
 	}
 	if !roleSent {
 		if err := content("", ""); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	if len(res.Message.ToolCalls) > 0 {
 		if err := send(newChunk(id, model, created, delta{ToolCalls: wireCalls(res.Message.ToolCalls, true)}, nil)); err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
 	last := newChunk(id, model, created, delta{}, strptr(res.FinishReason))
-	tr := res.Trace
 	if includeUsage {
 		if err := send(last); err != nil {
-			return res, err
+			return res, nil, err
 		}
-		u := tr.Usage()
+		u := res.Trace.Usage()
 		last = &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}
 	}
-	last.Chain = &tr
-	if err := send(last); err != nil {
-		return res, err
+	// The last chunk carries the trace.
+	traceJSON, err := json.Marshal(&res.Trace)
+	if err != nil {
+		return res, nil, fmt.Errorf("encoding the trace: %w", err)
 	}
-	return res, sse.data([]byte("[DONE]"))
+	b, err := json.Marshal(last)
+	if err != nil {
+		return res, nil, err
+	}
+	sse.hold = true // one write for the last chunk and [DONE]
+	_ = sse.data(withChain(b, traceJSON))
+	sse.hold = false
+	return res, traceJSON, sse.data([]byte("[DONE]"))
 }
 
 func asFailure(err error) *chain.Failure {

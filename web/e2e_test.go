@@ -79,6 +79,12 @@ func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, kee
 	return goopenai.NewClientWithConfig(cc), srv, adm
 }
 
+// tracedResponse is a chat completion with its "chain" member decoded.
+type tracedResponse struct {
+	chatResponse
+	Chain *chain.Trace `json:"chain"`
+}
+
 func ollamaNode(name, url string) config.Node {
 	return config.Node{Name: name, Provider: config.ProviderOllama, BaseURL: url, Model: strings.ToLower(name) + "-model", MaxQueue: 8}
 }
@@ -305,7 +311,7 @@ func TestOfflineNodeSkipped(t *testing.T) {
 	for i, wantErr := range []string{"", "remembered"} {
 		start := time.Now()
 		resp := ts.post(t, "/v1/chat/completions", `{"model":"chain/reflexive","messages":[{"role":"user","content":"compare"}]}`)
-		var out chatResponse
+		var out tracedResponse
 		if err := json.Unmarshal(readAll(t, resp.Body), &out); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 )
 
@@ -61,4 +62,25 @@ func TestContentFrame(t *testing.T) {
 	if got != string(want) {
 		t.Errorf("frame = %s, want %s", got, want)
 	}
+}
+
+// FuzzUnmarshalMatchesStd: the fast decoder of requests accepts exactly
+// what encoding/json accepts, with the same result.
+func FuzzUnmarshalMatchesStd(f *testing.F) {
+	f.Add([]byte(`{"model":"chain/auto","messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"model":"x","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"r"}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto"}`))
+	f.Add([]byte(`{"MODEL":"x","Messages":[],"stop":["a"],"temperature":1e400,"seed":-1,"n":1.5}`))
+	f.Add([]byte("{\"model\":\"\xff\\ud800\",\"messages\":null}"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var std chatRequest
+		stdErr := json.Unmarshal(body, &std)
+		var got chatRequest
+		err := unmarshal(body, &got)
+		if (err == nil) != (stdErr == nil) {
+			t.Fatalf("unmarshal error = %v, encoding/json's = %v", err, stdErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, std) {
+			t.Fatalf("unmarshal = %+v\nencoding/json = %+v", got, std)
+		}
+	})
 }

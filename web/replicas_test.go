@@ -73,7 +73,7 @@ func TestReplicasShareGuards(t *testing.T) {
 			return 0, ""
 		}
 		defer resp.Body.Close()
-		var out chatResponse
+		var out tracedResponse
 		body, _ := io.ReadAll(resp.Body)
 		if err := json.Unmarshal(body, &out); err != nil || out.Chain == nil {
 			return resp.StatusCode, string(body)

@@ -224,23 +224,29 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 	return nil
 }
 
-// storeTrace keeps the run's trace for GET /v1/chain/traces/{id}.
-func (s *Server) storeTrace(ctx context.Context, id string, tr *chain.Trace) {
+// storeTrace keeps the run's trace for GET /v1/chain/traces/{id}. traceJSON
+// is tr encoded, when it already is.
+func (s *Server) storeTrace(ctx context.Context, id string, tr *chain.Trace, traceJSON []byte) {
 	if s.traces == nil || tr == nil {
 		return
 	}
-	data, err := json.Marshal(traceDoc{TraceID: id, Chain: tr})
+	var err error
+	if traceJSON == nil {
+		traceJSON, err = json.Marshal(tr)
+	}
 	if err == nil {
-		err = s.traces.PutTrace(context.WithoutCancel(ctx), id, data)
+		// {"trace_id": id, "chain": trace}; the id is hex.
+		doc := make([]byte, 0, len(traceJSON)+len(id)+26)
+		doc = append(doc, `{"trace_id":"`...)
+		doc = append(doc, id...)
+		doc = append(doc, `","chain":`...)
+		doc = append(doc, traceJSON...)
+		doc = append(doc, '}')
+		err = s.traces.PutTrace(context.WithoutCancel(ctx), id, doc)
 	}
 	if err != nil {
 		s.log.Warn("storing trace", "req_id", id, "err", err)
 	}
-}
-
-type traceDoc struct {
-	TraceID string       `json:"trace_id"`
-	Chain   *chain.Trace `json:"chain"`
 }
 
 func (s *Server) getTrace(c *gin.Context) {

@@ -434,7 +434,7 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	var sc streamChunk
 	// goccy/go-json: decoding every chunk is most of the proxy's CPU in a
 	// stream, and it decodes these structs about four times faster.
-	if err := gojson.Unmarshal(data, &sc); err != nil {
+	if err := gojson.UnmarshalNoEscape(data, &sc); err != nil {
 		return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
 	}
 	if msg := eventErrorMessage(sc.Error); msg != "" {
