@@ -1,16 +1,20 @@
 // Package openai is the chain.Backend of a node served by any
 // OpenAI-compatible chat completions API (OpenAI, vLLM, llama.cpp server,
-// LM Studio, Ollama's /v1), spoken through github.com/sashabaranov/go-openai.
+// LM Studio, Ollama's /v1).
 //
-// Requests are go-openai's ChatCompletionRequest, posted as JSON. The
-// answer is read here, not by go-openai: its stream reader matches two
-// regular expressions per line and its chunk type has no "reasoning", and
-// reading the events is most of what a relay costs. The upstream is
-// streamed unless the caller asked for the whole answer at once
-// (chain.Request.Whole), which a client that did not ask for a stream gets
-// sooner that way. Reasoning arrives as reasoning_content, reasoning or
-// <think> tags at the head of the content; it comes out of Chat one way, in
-// chain.Chunk.Reasoning. Tool call fragments are assembled by index.
+// The wire format is OpenAI's, written and read here: go-openai (which
+// probes the node's /models) marshals each message through a second
+// encoding/json pass and drops what some requests need (request.go), and
+// its stream reader matches two regular expressions per line and has no
+// "reasoning" field (sse.go); with them, reading and writing the wire was
+// most of what a relay cost. The fakes the tests run against decode
+// requests with go-openai's types, and the end-to-end tests use its client.
+//
+// The upstream is streamed unless the caller asked for the whole answer at
+// once (chain.Request.Whole), which a client that did not ask for a stream
+// gets sooner that way. Reasoning arrives as reasoning_content, reasoning
+// or <think> tags at the head of the content; it comes out of Chat one way,
+// in chain.Chunk.Reasoning. Tool call fragments are assembled by index.
 //
 // It imports chain and config, never web or gin.
 package openai
@@ -24,7 +28,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -83,7 +86,7 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 // names it: the call is then made again once without it, and the backend
 // remembers not to send it to that node any more.
 func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
-	creq, err := ToChatRequest(req)
+	creq, err := newChatRequest(req)
 	if err != nil {
 		return fmt.Errorf("openai: node %s: %w", b.node.Name, err)
 	}
@@ -94,13 +97,13 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	}
 	creq.Stream = !req.Whole
 	if creq.Stream && !b.noStreamOptions.Load() {
-		creq.StreamOptions = &goopenai.StreamOptions{IncludeUsage: true}
+		creq.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
-	resp, err := b.post(ctx, &creq)
+	resp, err := b.post(ctx, creq)
 	if err != nil && creq.StreamOptions != nil && rejectsStreamOptions(err) {
 		b.noStreamOptions.Store(true)
 		creq.StreamOptions = nil
-		resp, err = b.post(ctx, &creq)
+		resp, err = b.post(ctx, creq)
 	}
 	if err != nil {
 		return err
@@ -116,7 +119,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 
 // post sends a chat completion request. A status of 400 or more comes back
 // as a *chain.UpstreamError with the upstream's message, the body closed.
-func (b *Backend) post(ctx context.Context, creq *goopenai.ChatCompletionRequest) (*http.Response, error) {
+func (b *Backend) post(ctx context.Context, creq *chatRequest) (*http.Response, error) {
 	body, err := json.Marshal(creq)
 	if err != nil {
 		return nil, fmt.Errorf("openai: node %s: encode request: %w", b.node.Name, err)
@@ -287,93 +290,6 @@ func (b *Backend) upstreamError(ctx context.Context, err error) error {
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: apiErr.HTTPStatusCode, Message: apiErr.Message, Err: err}
 	}
 	return chain.TransportError(ctx, b.node.Name, err)
-}
-
-// emptyParameters is sent for a tool declared without parameters: OpenAI
-// accepts a function without them, but several compatible servers do not.
-var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
-
-// reasoningModel reports the model names go-openai validates as reasoning
-// models, which refuse max_tokens and want max_completion_tokens.
-func reasoningModel(model string) bool {
-	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
-		if strings.HasPrefix(model, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// ToChatRequest translates a chain request to a chat completion request.
-//
-// The "developer" role is sent as "system": OpenAI treats the two alike
-// and many compatible servers know only "system". Earlier reasoning is not
-// sent back (DeepSeek refuses reasoning_content in input messages), nor the
-// tool name of a tool message, which OpenAI's schema does not have.
-func ToChatRequest(req *chain.Request) (goopenai.ChatCompletionRequest, error) {
-	out := goopenai.ChatCompletionRequest{
-		Model:    req.Model,
-		Messages: make([]goopenai.ChatCompletionMessage, 0, len(req.Messages)),
-	}
-	for _, m := range req.Messages {
-		om := goopenai.ChatCompletionMessage{Role: m.Role, Content: m.Content, ToolCallID: m.ToolCallID}
-		if m.Role == "developer" {
-			om.Role = "system"
-		}
-		for _, tc := range m.ToolCalls {
-			om.ToolCalls = append(om.ToolCalls, goopenai.ToolCall{
-				ID:       tc.ID,
-				Type:     goopenai.ToolTypeFunction,
-				Function: goopenai.FunctionCall{Name: tc.Name, Arguments: tc.Arguments},
-			})
-		}
-		out.Messages = append(out.Messages, om)
-	}
-	for _, t := range req.Tools {
-		params := emptyParameters
-		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-			if !json.Valid(t.Parameters) {
-				return out, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
-			}
-			params = t.Parameters
-		}
-		out.Tools = append(out.Tools, goopenai.Tool{
-			Type:     goopenai.ToolTypeFunction,
-			Function: &goopenai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
-		})
-	}
-	p := req.Params
-	// go-openai drops a zero temperature or top_p (omitempty on a float32),
-	// which would leave the server's default (often 1) in place; the
-	// smallest positive float32 is sent instead and means zero in practice.
-	if p.Temperature != nil {
-		out.Temperature = nonZero(*p.Temperature)
-	}
-	if p.TopP != nil {
-		out.TopP = nonZero(*p.TopP)
-	}
-	if p.MaxTokens != nil {
-		if reasoningModel(req.Model) {
-			out.MaxCompletionTokens = *p.MaxTokens
-		} else {
-			// max_tokens, not max_completion_tokens: it is the one that
-			// every compatible server understands.
-			out.MaxTokens = *p.MaxTokens
-		}
-	}
-	out.Stop = p.Stop
-	if p.Seed != nil {
-		seed := int(*p.Seed)
-		out.Seed = &seed
-	}
-	return out, nil
-}
-
-func nonZero(f float64) float32 {
-	if f == 0 {
-		return math.SmallestNonzeroFloat32
-	}
-	return float32(f)
 }
 
 // Stream assembles the chunks of one chat completion stream. The zero value

@@ -18,6 +18,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/oaischema"
 )
 
 func node(baseURL string) config.Node {
@@ -218,6 +219,8 @@ func TestChatRequestMapping(t *testing.T) {
 				{ID: "call_1", Name: "list_dir", Arguments: `{"path":"."}`},
 			}},
 			{Role: "tool", ToolCallID: "call_1", Name: "list_dir", Content: "a.txt"},
+			// An empty result is still sent: OpenAI requires the content.
+			{Role: "tool", ToolCallID: "call_2", Name: "list_dir", Content: ""},
 		},
 		Tools: []chain.Tool{
 			{Name: "list_dir", Description: "List a folder.", Parameters: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
@@ -234,12 +237,11 @@ func TestChatRequestMapping(t *testing.T) {
 		t.Fatalf("upstream calls = %d, want 1", len(bodies))
 	}
 	got := bodies[0]
-	// The smallest float32 stands for zero (see nonZero); it decodes as a
-	// tiny positive number.
-	if tp, ok := got["temperature"].(float64); !ok || tp <= 0 || tp > 1e-40 {
-		t.Errorf("temperature = %v, want the smallest positive float32", got["temperature"])
+	raw, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
 	}
-	delete(got, "temperature")
+	oaischema.Validate(t, "CreateChatCompletionRequest", raw)
 	want := map[string]any{
 		"model":          "deepseek-coder-v2",
 		"stream":         true,
@@ -251,6 +253,7 @@ func TestChatRequestMapping(t *testing.T) {
 				map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "list_dir", "arguments": `{"path":"."}`}},
 			}},
 			map[string]any{"role": "tool", "content": "a.txt", "tool_call_id": "call_1"},
+			map[string]any{"role": "tool", "content": "", "tool_call_id": "call_2"},
 		},
 		"tools": []any{
 			map[string]any{"type": "function", "function": map[string]any{
@@ -261,10 +264,11 @@ func TestChatRequestMapping(t *testing.T) {
 				"name": "now", "parameters": map[string]any{"type": "object", "properties": map[string]any{}},
 			}},
 		},
-		"top_p":      0.5,
-		"max_tokens": 128.0,
-		"stop":       []any{"END", "STOP"},
-		"seed":       42.0,
+		"temperature": 0.0, // sent as is, zero included
+		"top_p":       0.5,
+		"max_tokens":  128.0,
+		"stop":        []any{"END", "STOP"},
+		"seed":        42.0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("upstream request (-want +got):\n%s", diff)
@@ -553,23 +557,23 @@ func TestStreamSameReasoningInBothFields(t *testing.T) {
 	}
 }
 
-func TestToChatRequestReasoningModelMaxTokens(t *testing.T) {
+func TestNewChatRequestReasoningModelMaxTokens(t *testing.T) {
 	n := 10
 	req := &chain.Request{Model: "o3-mini", Params: chain.Params{MaxTokens: &n}}
-	got, err := ToChatRequest(req)
+	got, err := newChatRequest(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.MaxTokens != 0 || got.MaxCompletionTokens != 10 {
-		t.Errorf("ToChatRequest(o3-mini, max 10) = max_tokens %d, max_completion_tokens %d; want 0, 10", got.MaxTokens, got.MaxCompletionTokens)
+		t.Errorf("newChatRequest(o3-mini, max 10) = max_tokens %d, max_completion_tokens %d; want 0, 10", got.MaxTokens, got.MaxCompletionTokens)
 	}
 }
 
-func TestToChatRequestBadToolSchema(t *testing.T) {
+func TestNewChatRequestBadToolSchema(t *testing.T) {
 	req := userRequest("hi")
 	req.Tools = []chain.Tool{{Name: "x", Parameters: json.RawMessage(`{"type":`)}}
-	if _, err := ToChatRequest(req); err == nil {
-		t.Errorf("ToChatRequest(tool with invalid JSON) error = nil, want an error")
+	if _, err := newChatRequest(req); err == nil {
+		t.Errorf("newChatRequest(tool with invalid JSON) error = nil, want an error")
 	}
 }
 

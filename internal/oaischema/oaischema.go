@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -211,6 +212,7 @@ var (
 //     the enclosing schema nullable, since {anyOf: [{}, null]} inside an
 //     allOf would still reject null through the reference.
 //
+// It also turns numeric bounds the YAML decoder left as strings into numbers.
 // It modifies maps in place and returns the schema to store.
 func rewriteNullable(s any) any {
 	m, ok := s.(map[string]any)
@@ -249,6 +251,15 @@ func rewriteNullable(s any) any {
 			kept = append(kept, rewriteNullable(v))
 		}
 		m[k] = kept
+	}
+	// Bounds beyond int64 (seed's ±9223372036854776000) come out of the
+	// YAML decoder as strings, which the meta-schema refuses.
+	for _, k := range []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"} {
+		if str, ok := m[k].(string); ok {
+			if f, err := strconv.ParseFloat(str, 64); err == nil {
+				m[k] = f
+			}
+		}
 	}
 	n, has := m["nullable"]
 	if !has {

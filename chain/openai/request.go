@@ -1,0 +1,134 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"chainproxy/chain"
+)
+
+// chatRequest is the body of POST /chat/completions, shaped after OpenAI's
+// CreateChatCompletionRequest: the fields the proxy sets.
+//
+// It is not go-openai's ChatCompletionRequest, whose messages and tools
+// marshal themselves: each through a second encoding/json pass, which made
+// encoding the request the largest cost of relaying a stream. Those
+// marshalers also drop the content of a tool message when it is empty,
+// which OpenAI refuses, and its float32 temperature cannot say 0 (omitempty).
+type chatRequest struct {
+	Model               string         `json:"model"`
+	Messages            []message      `json:"messages"`
+	Tools               []tool         `json:"tools,omitempty"`
+	Temperature         *float64       `json:"temperature,omitempty"`
+	TopP                *float64       `json:"top_p,omitempty"`
+	MaxTokens           int            `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
+	Stop                []string       `json:"stop,omitempty"`
+	Seed                *int64         `json:"seed,omitempty"`
+	Stream              bool           `json:"stream,omitempty"`
+	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// message is an input message. Content is left out only for an assistant
+// message that makes tool calls and says nothing (OpenAI's schema allows
+// null there, and some servers refuse an empty string); a tool message's
+// content is always sent, even empty.
+type message struct {
+	Role       string     `json:"role"`
+	Content    *string    `json:"content,omitempty"`
+	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function functionCall `json:"function"`
+}
+
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type tool struct {
+	Type     string   `json:"type"`
+	Function function `json:"function"`
+}
+
+type function struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// emptyParameters is sent for a tool declared without parameters: OpenAI
+// accepts a function without them, but several compatible servers do not.
+var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// reasoningModel reports the model names OpenAI serves as reasoning
+// models, which refuse max_tokens and want max_completion_tokens.
+func reasoningModel(model string) bool {
+	for _, p := range []string{"o1", "o3", "o4", "gpt-5", "gpt-6"} {
+		if strings.HasPrefix(model, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// newChatRequest translates a chain request to a chat completion request.
+//
+// The "developer" role is sent as "system": OpenAI treats the two alike
+// and many compatible servers know only "system". Earlier reasoning is not
+// sent back (DeepSeek refuses reasoning_content in input messages), nor the
+// tool name of a tool message, which OpenAI's schema does not have.
+func newChatRequest(req *chain.Request) (*chatRequest, error) {
+	out := &chatRequest{
+		Model:    req.Model,
+		Messages: make([]message, len(req.Messages)),
+	}
+	for i, m := range req.Messages {
+		om := &out.Messages[i]
+		om.Role, om.ToolCallID = m.Role, m.ToolCallID
+		if m.Role == "developer" {
+			om.Role = "system"
+		}
+		if m.Content != "" || m.Role != "assistant" || len(m.ToolCalls) == 0 {
+			om.Content = &req.Messages[i].Content
+		}
+		if len(m.ToolCalls) > 0 {
+			om.ToolCalls = make([]toolCall, len(m.ToolCalls))
+			for j, tc := range m.ToolCalls {
+				om.ToolCalls[j] = toolCall{ID: tc.ID, Type: "function", Function: functionCall{Name: tc.Name, Arguments: tc.Arguments}}
+			}
+		}
+	}
+	for _, t := range req.Tools {
+		params := emptyParameters
+		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+			if !json.Valid(t.Parameters) {
+				return nil, fmt.Errorf("tool %q: parameters are not valid JSON", t.Name)
+			}
+			params = t.Parameters
+		}
+		out.Tools = append(out.Tools, tool{Type: "function", Function: function{Name: t.Name, Description: t.Description, Parameters: params}})
+	}
+	p := req.Params
+	out.Temperature, out.TopP, out.Stop, out.Seed = p.Temperature, p.TopP, p.Stop, p.Seed
+	if p.MaxTokens != nil {
+		if reasoningModel(req.Model) {
+			out.MaxCompletionTokens = *p.MaxTokens
+		} else {
+			// max_tokens, not max_completion_tokens: it is the one that
+			// every compatible server understands.
+			out.MaxTokens = *p.MaxTokens
+		}
+	}
+	return out, nil
+}
