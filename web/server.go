@@ -232,7 +232,7 @@ func (s *Server) storeTrace(ctx context.Context, id string, tr *chain.Trace, tra
 	}
 	var err error
 	if traceJSON == nil {
-		traceJSON, err = json.Marshal(tr)
+		traceJSON, err = marshal(tr)
 	}
 	if err == nil {
 		// {"trace_id": id, "chain": trace}; the id is hex.
