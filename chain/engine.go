@@ -209,7 +209,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if err != nil {
 		return nil, err
 	}
-	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns, log: e.log.With("req_id", req.TraceID)}
+	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns}
 	if emit == nil {
 		r.emit = func(Event) error { return nil }
 	}

@@ -23,7 +23,17 @@ type run struct {
 	upstream time.Duration
 	// whole: nobody watches the run, so answers may come unstreamed.
 	whole bool
-	log   *slog.Logger
+	log   *slog.Logger // made by logger, on the run's first log line
+}
+
+// logger is the engine's logger with the run's trace id. It is made on the
+// first line the run logs: most runs log none, and With formats its
+// attributes at once.
+func (r *run) logger() *slog.Logger {
+	if r.log == nil {
+		r.log = r.e.log.With("req_id", r.req.TraceID)
+	}
+	return r.log
 }
 
 // stage is one stage being run.
@@ -217,7 +227,9 @@ func (r *run) endStage(s *stage) error {
 	s.st.DurationMS = time.Since(s.started).Milliseconds()
 	r.trace.Stages[s.idx] = s.st
 	st := s.st
-	r.log.Debug("stage end", "stage", s.idx, "node", s.node.Name, "status", st.Status, "turns", st.Turns, "dur_ms", st.DurationMS)
+	if r.e.log.Enabled(context.Background(), slog.LevelDebug) {
+		r.logger().Debug("stage end", "stage", s.idx, "node", s.node.Name, "status", st.Status, "turns", st.Turns, "dur_ms", st.DurationMS)
+	}
 	return r.emit(Event{Kind: EventStageEnd, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, StageTrace: &st})
 }
 
@@ -240,7 +252,7 @@ func (r *run) stageError(s *stage, err error) {
 		s.stop = StageFailed
 	}
 	s.st.Error = err.Error()
-	r.log.Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
+	r.logger().Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
 }
 
 // turns is a stage's turn loop: call the model, run the tool calls it asks
@@ -346,7 +358,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		if err == nil || !r.req.Batch || sent || attempt >= len(s.node.RetryBackoff) || !retryable(err) {
 			break
 		}
-		r.log.Info("retrying upstream call", "node", s.node.Name, "attempt", attempt+1, "err", err)
+		r.logger().Info("retrying upstream call", "node", s.node.Name, "attempt", attempt+1, "err", err)
 		if werr := wait(ctx, s.node.RetryBackoff[attempt]); werr != nil {
 			return Message{}, werr
 		}

@@ -118,7 +118,7 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, u *ToolUse) e
 		u.Status, u.Result = ToolError, "error: "+err.Error()
 	}
 	if rerr := r.e.guard.Record(ctx, r.req.Conversation, c.ID, sig, []byte(u.Result)); rerr != nil {
-		r.log.Warn("anti-loop record failed", "tool", c.Name, "err", rerr)
+		r.logger().Warn("anti-loop record failed", "tool", c.Name, "err", rerr)
 	}
 	return nil
 }

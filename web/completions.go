@@ -1,9 +1,11 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -111,20 +113,27 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	if err != nil && c.Writer.Written() && status == http.StatusOK {
 		status, _ = statusFor(err) // failed mid-stream: the 200 was already out
 	}
-	attrs := []any{"req_id", traceID, "route", route, "status", status, "dur_ms", time.Since(start).Milliseconds()}
+	// Typed attributes: no boxing, and the line is written on every request.
+	attrs := make([]slog.Attr, 0, 8)
+	attrs = append(attrs, slog.String("req_id", traceID), slog.String("route", route), slog.Int("status", status), slog.Int64("dur_ms", time.Since(start).Milliseconds()))
 	mode := ""
 	if tr != nil {
 		mode = tr.Mode
-		stages := make([]string, len(tr.Stages))
+		var stages strings.Builder
 		for i, st := range tr.Stages {
-			stages[i] = st.Node + ":" + st.Status
+			if i > 0 {
+				stages.WriteByte(',')
+			}
+			stages.WriteString(st.Node)
+			stages.WriteByte(':')
+			stages.WriteString(st.Status)
 		}
-		attrs = append(attrs, "mode", tr.Mode, "turns", tr.Turns, "stages", strings.Join(stages, ","))
+		attrs = append(attrs, slog.String("mode", tr.Mode), slog.Int("turns", tr.Turns), slog.String("stages", stages.String()))
 	}
 	if err != nil {
-		attrs = append(attrs, "err", err)
+		attrs = append(attrs, slog.Any("err", err))
 	}
-	s.log.Info("request", attrs...)
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
 	if s.logPrompts && res != nil {
 		// Only on request (-log-prompts): prompts and tool results may be
 		// private, so they are never logged by default.

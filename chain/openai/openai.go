@@ -112,7 +112,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// A server may answer a stream request with one JSON object (some
 	// ignore "stream"): it is read as the whole answer it is.
 	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return b.readWhole(ctx, resp.Body, fn)
+		return b.readWhole(ctx, resp.Body, resp.ContentLength, fn)
 	}
 	return b.readStream(ctx, resp.Body, fn)
 }
@@ -480,8 +480,13 @@ type wholeResponse struct {
 
 // readWhole reads an unstreamed answer and delivers it as the chunks a
 // stream would have given: content and reasoning, then the last chunk.
-func (b *Backend) readWhole(ctx context.Context, body io.Reader, fn func(chain.Chunk) error) error {
-	data, err := io.ReadAll(io.LimitReader(body, maxWholeBody))
+func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn func(chain.Chunk) error) error {
+	var buf bytes.Buffer
+	if size > 0 && size < maxWholeBody {
+		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
+	}
+	_, err := buf.ReadFrom(io.LimitReader(body, maxWholeBody))
+	data := buf.Bytes()
 	if err != nil {
 		return chain.TransportError(ctx, b.node.Name, err)
 	}
