@@ -131,6 +131,11 @@ type Route struct {
 	Node string
 }
 
+// Relay reports whether the route is a plain relay to one node, which runs
+// no server tools (only the client's own) and so never consults the
+// anti-loop's per-conversation memory.
+func (r Route) Relay() bool { return r.Node != "" }
+
 // Resolve maps a request's model field to a Route.
 func (e *Engine) Resolve(model string) (Route, error) {
 	switch model {
@@ -166,7 +171,8 @@ type RunRequest struct {
 	ForcedMode string
 	// Category is the route category (X-Chain-Category).
 	Category string
-	// Conversation keys the anti-loop's per-conversation state.
+	// Conversation keys the anti-loop's per-conversation state; a Relay
+	// route needs none.
 	Conversation string
 	Messages     []Message
 	// ClientTools are tools the client executes itself.
@@ -218,9 +224,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err
 	}
-	if route.Node != "" {
-		// A node named directly is a plain relay to it: no server tools,
-		// only the client's own.
+	if route.Relay() {
 		return r.simple(ctx, e.nodes[route.Node], false)
 	}
 	if r.trace.Mode == ModeSimple {

@@ -32,13 +32,16 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if _, err := s.engine.Resolve(wire.Model); err != nil {
+	route, err := s.engine.Resolve(wire.Model)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	req := wire.toRunRequest()
 	req.TraceID = traceID
-	req.Conversation = conversationKey(c, wire.User, req.Messages)
+	if !route.Relay() {
+		req.Conversation = conversationKey(c, wire.User, req.Messages)
+	}
 	if err := applyHeaders(c, req); err != nil {
 		s.fail(c, err)
 		return
