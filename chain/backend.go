@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"io"
 	"net/http"
 	"time"
 
@@ -64,6 +65,32 @@ type Request struct {
 	// and an unstreamed answer costs the upstream and the proxy much less.
 	// Backends may still stream; they deliver the same chunks either way.
 	Whole bool
+	// Idle, when set, is called on Chat's goroutine each time the backend
+	// is about to wait for the upstream (a read with nothing buffered, a
+	// scripted delay). A caller that holds back what it writes to its
+	// client, to send chunks that arrived together in one write, sends it
+	// then: nothing is held while the upstream is silent.
+	Idle func()
+}
+
+// IdleReader returns r, calling idle before each Read when idle is set: a
+// buffered reader reads from r only once what it holds is used up, so that
+// is when the backend is about to wait. See Request.Idle.
+func IdleReader(r io.Reader, idle func()) io.Reader {
+	if idle == nil {
+		return r
+	}
+	return &idleReader{r, idle}
+}
+
+type idleReader struct {
+	r    io.Reader
+	idle func()
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	r.idle()
+	return r.r.Read(p)
 }
 
 // Chunk is a piece of a model's streamed answer. Backends deliver content and

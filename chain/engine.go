@@ -181,6 +181,9 @@ type RunRequest struct {
 	Params      Params
 	// Batch marks a batch-priority request (queued behind interactive ones).
 	Batch bool
+	// Idle is passed to every model call (Request.Idle), and called when a
+	// call ends: a streaming writer holding back chunks sends them then.
+	Idle func() `json:"-"`
 }
 
 // Result is the answer of a run.

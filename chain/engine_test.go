@@ -498,3 +498,43 @@ func TestOneTurnBudgetStillAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleAfterEveryModelCall: a streaming writer holding back chunks is
+// told when each model call ends, before tools run or the next stage
+// starts, and every call carries the hook to its backend.
+func TestIdleAfterEveryModelCall(t *testing.T) {
+	h := newHarness(t, threeNodes)
+	var seq []string
+	res, err := h.engine.Run(context.Background(), &chain.RunRequest{
+		TraceID: "t", Model: chain.ModelReflexive, Conversation: t.Name(),
+		Messages: []chain.Message{{Role: "user", Content: "compare a.txt and b.txt"}},
+		Idle:     func() { seq = append(seq, "idle") },
+	}, func(ev chain.Event) error { seq = append(seq, ev.Kind); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	idles, sinceTurn := 0, false
+	for _, k := range seq {
+		switch k {
+		case "idle":
+			idles++
+			sinceTurn = true
+		case chain.EventTurn:
+			sinceTurn = false
+		case chain.EventTool:
+			if !sinceTurn {
+				t.Fatalf("a tool ran before the model call's Idle: %v", seq)
+			}
+		}
+	}
+	if idles != res.Trace.Turns {
+		t.Errorf("Idle called %d times for %d model calls: %v", idles, res.Trace.Turns, seq)
+	}
+	for name, rec := range h.nodes {
+		for i, req := range rec.requests() {
+			if req.Idle == nil {
+				t.Errorf("%s call %d: Request.Idle not set", name, i)
+			}
+		}
+	}
+}

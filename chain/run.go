@@ -315,7 +315,11 @@ func (r *run) callNoTurn(ctx context.Context, s *stage) (Message, error) {
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole}
+	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle}
+	if r.req.Idle != nil {
+		// What follows the call (tools, the next stage) may take time.
+		defer r.req.Idle()
+	}
 	// A node writing tool calls as text must be read whole before any of
 	// it can be shown, or the raw [TOOL:…] would reach the client.
 	live := s.answers && !(s.node.TextToolCalls && len(offered) > 0)

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -17,10 +18,8 @@ type sseWriter struct {
 	rc      *http.ResponseController
 	started bool
 	wrote   bool // something was written since the last keepalive tick
-	// hold is set while more events are already waiting: what is written
-	// stays in buf and goes out in one write with the last of them. Chunks
-	// that arrived together leave together, as a reverse proxy copying its
-	// upstream's reads would send them, and none waits for a later one.
+	// hold keeps what is written in buf, to go out with the next write
+	// that is not held: see drive.
 	hold bool
 	buf  []byte
 	// deadline is when the write deadline was last pushed back; nil error
@@ -103,72 +102,86 @@ func (s *sseWriter) comment(text string) error {
 	return s.flush()
 }
 
-type runOutcome struct {
-	res *chain.Result
-	err error
-}
-
-// drive runs the engine for a streaming response. The engine runs on its own
-// goroutine and hands events over a channel; this goroutine, the handler's,
-// does all the writing: each event goes to onEvent, and onTick is called
-// every keepalive interval. While further events are already queued, sse
-// holds its writes, so that a burst costs one write and one flush rather
-// than one per chunk; nothing waits for an event that has not arrived. The
-// engine goroutine exits when Run returns, which it does promptly once ctx
-// is cancelled (every send selects on ctx.Done()); drive always waits for it
-// before returning.
+// drive runs the engine for a streaming response on the handler's
+// goroutine: each event goes to onEvent as it happens, and onTick is called
+// every keepalive interval from a timer. Both run under one mutex, with the
+// sse writer's state, so the timer's keepalive comment and the handler's
+// writes never interleave.
+//
+// Content deltas are held (sse.hold) and written out together when the
+// engine is about to wait: chain.RunRequest.Idle is called before every
+// read of the upstream that would block, and when a model call ends. Chunks
+// that arrived together leave in one write, as a reverse proxy copying its
+// upstream's reads sends them, and none waits for a later one. Other events
+// are written at once.
+//
+// A write error (the client is gone) cancels the run. The timer's callback,
+// a goroutine of its own, returns at once when drive has returned, which it
+// learns under the mutex: it never writes after drive.
 func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWriter, onEvent func(chain.Event) error, onTick func() error) (*chain.Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events := make(chan chain.Event, 16)
-	done := make(chan runOutcome, 1)
-	go func() {
-		res, err := s.engine.Run(ctx, req, func(ev chain.Event) error {
-			select {
-			case events <- ev:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-		close(events)
-		done <- runOutcome{res, err}
-	}()
-	tick := time.NewTicker(s.keepalive)
-	defer tick.Stop()
-	var werr error
-	for events != nil {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				break
-			}
-			if werr == nil {
-				sse.hold = len(events) > 0
-				werr = onEvent(ev)
-				sse.hold = false
-				if werr == nil && len(sse.buf) > 0 && len(events) == 0 {
-					werr = sse.flush()
-				}
-				if werr != nil {
-					cancel() // the client is gone: stop the run
-				}
-			}
-		case <-tick.C:
-			if werr == nil {
-				if werr = onTick(); werr != nil {
-					cancel()
-				}
+	var (
+		mu     sync.Mutex
+		werr   error // the first write error
+		closed bool
+		tick   *time.Timer
+	)
+	fail := func(err error) {
+		if werr == nil {
+			werr = err
+			cancel() // the client is gone: stop the run
+		}
+	}
+	mu.Lock()
+	tick = time.AfterFunc(s.keepalive, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed || werr != nil {
+			return
+		}
+		if err := onTick(); err != nil {
+			fail(err)
+			return
+		}
+		tick.Reset(s.keepalive)
+	})
+	mu.Unlock()
+	req.Idle = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr == nil && len(sse.buf) > 0 {
+			if err := sse.flush(); err != nil {
+				fail(err)
 			}
 		}
 	}
-	out := <-done
-	if werr != nil && out.err == nil {
-		out.err = werr
+	res, err := s.engine.Run(ctx, req, func(ev chain.Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr != nil {
+			return werr
+		}
+		sse.hold = ev.Kind == chain.EventDelta
+		err := onEvent(ev)
+		sse.hold = false
+		if err == nil && ev.Kind != chain.EventDelta && len(sse.buf) > 0 {
+			err = sse.flush()
+		}
+		if err != nil {
+			fail(err)
+		}
+		return err
+	})
+	mu.Lock()
+	closed = true
+	tick.Stop()
+	if werr != nil && err == nil {
+		err = werr
 	}
-	if out.err != nil && ctx.Err() != nil && werr != nil {
-		out.err = context.Canceled
+	if err != nil && werr != nil && ctx.Err() != nil {
+		err = context.Canceled
 	}
-	return out.res, out.err
+	mu.Unlock()
+	return res, err
 }

@@ -91,7 +91,10 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	content = strings.ReplaceAll(content, "{user}", user)
 	content = strings.ReplaceAll(content, "{tools}", fmt.Sprint(toolResults(req.Messages)))
 	for i, piece := range pieces(content) {
-		if i > 0 {
+		if i > 0 && b.script.ChunkDelay > 0 {
+			if req.Idle != nil {
+				req.Idle()
+			}
 			if err := sleep(ctx, b.script.ChunkDelay); err != nil {
 				return err
 			}

@@ -86,3 +86,21 @@ func TestFailuresAndCancel(t *testing.T) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
+
+func TestIdleBeforeEachDelay(t *testing.T) {
+	script := config.MockScript{ChunkDelay: time.Millisecond, Turns: []config.MockTurn{{Content: "one two three"}}}
+	var seq []string
+	req := &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}, Idle: func() { seq = append(seq, "idle") }}
+	err := New(config.Node{Name: "A", Mock: &script}).Chat(context.Background(), req, func(c chain.Chunk) error {
+		if c.Content != "" {
+			seq = append(seq, strings.TrimSpace(c.Content))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(seq, ","), "one,idle,two,idle,three"; got != want {
+		t.Errorf("sequence = %s, want %s", got, want)
+	}
+}

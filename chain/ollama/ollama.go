@@ -87,7 +87,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		defer cancel()
 	}
 	var st Stream
-	err = b.chat(ctx, creq, func(resp *api.ChatResponse) error {
+	err = b.chat(ctx, creq, req.Idle, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
 		if c.Empty() {
 			return nil
@@ -117,14 +117,15 @@ type streamError struct{ msg string }
 
 func (e *streamError) Error() string { return e.msg }
 
-// chat is POST /api/chat, streamed: fn gets each decoded line.
+// chat is POST /api/chat, streamed: fn gets each decoded line, and idle
+// (chain.Request.Idle) is called before each wait for more.
 //
 // It does the work of api.Client.Chat, with the same wire types, for two
 // reasons. That client allocates an 8 MiB line buffer per call (a few
 // milliseconds of zeroing and a GC cycle's worth of garbage per request),
 // where a buffer that grows to the longest line is enough. And it ends
 // quietly, as a success, when the connection drops mid-stream.
-func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, fn func(*api.ChatResponse) error) error {
+func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, idle func(), fn func(*api.ChatResponse) error) error {
 	body, err := json.Marshal(creq)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
@@ -151,7 +152,7 @@ func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, fn func(*api.
 		}
 		return se
 	}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(chain.IdleReader(resp.Body, idle))
 	sc.Buffer(nil, maxLine)
 	for sc.Scan() {
 		data := sc.Bytes()

@@ -114,7 +114,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		return b.readWhole(ctx, resp.Body, resp.ContentLength, fn)
 	}
-	return b.readStream(ctx, resp.Body, fn)
+	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), fn)
 }
 
 // post sends a chat completion request. A status of 400 or more comes back
