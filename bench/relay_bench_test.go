@@ -17,6 +17,7 @@ import (
 	"chainproxy/chain/openai"
 	"chainproxy/config"
 	"chainproxy/store"
+	"chainproxy/tools"
 	"chainproxy/web"
 )
 
@@ -63,13 +64,20 @@ nodes:
 chain:
   stages: [{node: A, max_turns: 1}]
   simple_node: A
-`, upstream+"/v1")))
+tools:
+  root: %q
+`, upstream+"/v1", b.TempDir())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := tools.New(cfg.Tools, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
 		Backends:  map[string]chain.Backend{"A": openai.New(cfg.Nodes[0], nil)},
+		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: chain.NewAdmission(cfg.Nodes),
 	})
@@ -85,12 +93,13 @@ chain:
 
 // BenchmarkRelay is one client request through a target to a loopback
 // upstream and back, everything in this process: the bare reverse proxy of
-// the load harness, or the proxy relaying to node A. The difference between
+// the load harness, the proxy relaying to node A, or the proxy in simple
+// mode (model chain/simple: the server tools and their prompt go upstream). The difference between
 // the two is what the proxy adds; run it with -cpu 1 to have client, target
 // and upstream share one core, as the harness pins them.
 func BenchmarkRelay(b *testing.B) {
 	for _, mode := range []string{"non-stream", "stream"} {
-		for _, target := range []string{"bare", "proxy"} {
+		for _, target := range []string{"bare", "proxy", "simple"} {
 			b.Run(mode+"/"+target, func(b *testing.B) {
 				up := relayUpstream(b)
 				var h http.Handler
@@ -108,7 +117,11 @@ func BenchmarkRelay(b *testing.B) {
 				}
 				srv := httptest.NewServer(h)
 				b.Cleanup(srv.Close)
-				body := []byte(`{"model":"A","stream":` + fmt.Sprint(mode == "stream") + `,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the proxy in one sentence."}]}`)
+				model := "A"
+				if target == "simple" {
+					model = chain.ModelSimple
+				}
+				body := []byte(`{"model":"` + model + `","stream":` + fmt.Sprint(mode == "stream") + `,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the proxy in one sentence."}]}`)
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 				b.ReportAllocs()
 				for b.Loop() {

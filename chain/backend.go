@@ -40,9 +40,12 @@ type ToolCall struct {
 
 // Tool is a function offered to a model.
 type Tool struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is a JSON schema, valid JSON or empty: tools are checked
+	// where they come in (the client's request, the registry, the
+	// configuration), not again by backends on every call.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
 }
 
 // Params are the sampling options forwarded to a model. Nil means unset.

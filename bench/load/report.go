@@ -86,7 +86,7 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 	p("")
 	p("## Results\n")
 	p("Latencies in ms, from sending the request to the last byte; \"added\" is the p50 over the upstream's own (direct) at the same mode and concurrency.")
-	p("CPU/req is the CPU time of the target's process alone (the proxy, not the upstream) per request, warm-up included; upstream CPU/req is the mock upstream's, which serves a stream to the proxy even for a non-stream client.\n")
+	p("CPU/req is the CPU time of the target's process alone (the proxy, not the upstream) per request, warm-up included; upstream CPU/req is the mock upstream's, per request of that target (the proxy asks it for a non-stream answer when its client did).\n")
 	p("| mode | conns | target | req/s | p50 | p99 | added p50 | first content p50 | first content p99 | CPU/req µs | upstream CPU/req µs | content chunks | errors |")
 	p("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, stream := range o.modes {

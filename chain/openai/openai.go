@@ -86,10 +86,7 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 // names it: the call is then made again once without it, and the backend
 // remembers not to send it to that node any more.
 func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
-	creq, err := newChatRequest(req)
-	if err != nil {
-		return fmt.Errorf("openai: node %s: %w", b.node.Name, err)
-	}
+	creq := newChatRequest(req)
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
@@ -121,7 +118,8 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 // as a *chain.UpstreamError with the upstream's message, the body closed.
 func (b *Backend) post(ctx context.Context, creq *chatRequest) (*http.Response, error) {
 	// goccy/go-json: about twice as fast as encoding/json on this plain
-	// struct. It does not validate raw messages; tool parameters were.
+	// struct. It does not validate raw messages: tool parameters are valid
+	// by chain.Tool's contract.
 	body, err := gojson.Marshal(creq)
 	if err != nil {
 		return nil, fmt.Errorf("openai: node %s: encode request: %w", b.node.Name, err)
