@@ -18,6 +18,8 @@ type Store interface {
 	Get(ctx context.Context, key string) ([]byte, bool, error)
 	// Set stores val under key for ttl.
 	Set(ctx context.Context, key string, val []byte, ttl time.Duration) error
+	// Delete removes key; removing an absent key is no error.
+	Delete(ctx context.Context, key string) error
 }
 
 // Verdict is what the guard decides for one tool call.
@@ -154,6 +156,25 @@ func (g *Guard) claim(ctx context.Context, key string, ttl time.Duration, readOn
 		}
 	}
 	return Decision{Verdict: Blocked, Reason: reasonStale}, false, nil
+}
+
+// Release gives back the claims of a call that Admit let run but that did
+// not complete (its request was cancelled while the tool ran): without it
+// the claims would stay "pending" for their TTL, and the same call, asked
+// again by the client's retry, would be refused as a repeat of a call that
+// never finished.
+func (g *Guard) Release(ctx context.Context, conv, callID string, sig uint64) error {
+	if g.signatureTTL > 0 {
+		if err := g.store.Delete(ctx, signatureKey(conv, sig)); err != nil {
+			return fmt.Errorf("antiloop: release signature: %w", err)
+		}
+	}
+	if callID != "" && g.callIDTTL > 0 {
+		if err := g.store.Delete(ctx, callIDKey(conv, callID, sig)); err != nil {
+			return fmt.Errorf("antiloop: release call id: %w", err)
+		}
+	}
+	return nil
 }
 
 // Record stores the result of a call that Admit let run, for the call-ID

@@ -233,6 +233,11 @@ func (s *recordingStore) Set(_ context.Context, key string, _ []byte, _ time.Dur
 	return s.err
 }
 
+func (s *recordingStore) Delete(_ context.Context, key string) error {
+	s.keys = append(s.keys, "delete "+key)
+	return s.err
+}
+
 func TestGuardKeys(t *testing.T) {
 	ctx := context.Background()
 	s := &recordingStore{}
@@ -284,5 +289,24 @@ func TestVerdictString(t *testing.T) {
 		if got := tt.v.String(); got != tt.want {
 			t.Errorf("Verdict(%d).String() = %q, want %q", tt.v, got, tt.want)
 		}
+	}
+}
+
+func TestGuardRelease(t *testing.T) {
+	ctx := context.Background()
+	g := antiloop.NewGuard(store.NewMemory(0, 0), sigTTL, idTTL)
+	const sig = 42
+	if d, err := g.Admit(ctx, "c", "call_1", sig, false); err != nil || d.Verdict != antiloop.Execute {
+		t.Fatalf("first Admit = %+v, %v; want Execute", d, err)
+	}
+	// Without Release, the same call would now be refused as pending.
+	if d, _ := g.Admit(ctx, "c", "call_1", sig, false); d.Verdict == antiloop.Execute {
+		t.Fatalf("second Admit before Release = Execute; want a refusal")
+	}
+	if err := g.Release(ctx, "c", "call_1", sig); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := g.Admit(ctx, "c", "call_1", sig, false); err != nil || d.Verdict != antiloop.Execute {
+		t.Errorf("Admit after Release = %+v, %v; want Execute", d, err)
 	}
 }

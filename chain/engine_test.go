@@ -538,3 +538,76 @@ func TestIdleAfterEveryModelCall(t *testing.T) {
 		}
 	}
 }
+
+// blockingRunner runs the registry's tools, but its first call waits for
+// its context to end, as a slow tool does when the client goes away.
+type blockingRunner struct {
+	chain.ToolRunner
+	started chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingRunner) Call(ctx context.Context, name string, args []byte) (string, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		close(b.started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}
+	return b.ToolRunner.Call(ctx, name, args)
+}
+
+// TestCancelledToolCallIsReleased: a client that goes away while a tool runs
+// leaves no "pending" claim behind, so its retry runs the call.
+func TestCancelledToolCallIsReleased(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+nodes:
+  - name: OL1
+    provider: mock
+    mock:
+      turns:
+        - tool_calls: [{name: list_dir, args: {path: "."}}]
+        - content: "done"
+chain:
+  stages: [{node: OL1, max_turns: 4, tools: true}]
+  simple_node: OL1
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &blockingRunner{ToolRunner: reg, started: make(chan struct{})}
+	mem := store.NewMemory(1000, 10)
+	eng, err := chain.New(cfg, chain.Deps{
+		Backends: map[string]chain.Backend{"OL1": mock.New(cfg.Nodes[0])},
+		Tools:    runner,
+		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func() *chain.RunRequest {
+		return &chain.RunRequest{TraceID: "t", Model: chain.ModelSimple, Conversation: "conv",
+			Messages: []chain.Message{{Role: "user", Content: "list the folder"}}}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { // exits once the tool has started, which the run below awaits
+		<-runner.started
+		cancel()
+	}()
+	if _, err := eng.Run(ctx, req(), nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run error = %v, want context.Canceled", err)
+	}
+	res, err := eng.Run(context.Background(), req(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := res.Trace.ToolsUsed(); len(used) != 1 || used[0].Status != chain.ToolOK {
+		t.Errorf("retry's tool calls = %+v, want one that ran (ok)", used)
+	}
+}

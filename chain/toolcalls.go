@@ -85,6 +85,10 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 	return out, nil
 }
 
+// releaseTimeout bounds giving back a cancelled call's claims, which
+// outlives the request that made them.
+const releaseTimeout = 2 * time.Second
+
 // runTool asks the cross-request guards, then executes the call.
 func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, u *ToolUse) error {
 	readOnly := r.e.readOnly[c.Name]
@@ -111,6 +115,13 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, u *ToolUse) e
 	case err == nil:
 		u.Status, u.Result = ToolOK, res
 	case ctx.Err() != nil:
+		// The client went away mid-call: give the claims back, so that
+		// its retry may run the call rather than find it "pending".
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		if rerr := r.e.guard.Release(rctx, r.req.Conversation, c.ID, sig); rerr != nil {
+			r.logger().Warn("anti-loop release failed", "tool", c.Name, "err", rerr)
+		}
+		cancel()
 		return ctx.Err()
 	case errors.Is(err, tools.ErrBlocked):
 		u.Status, u.Result = ToolBlocked, "blocked: "+err.Error()

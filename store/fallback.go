@@ -145,6 +145,19 @@ func (f *Fallback) Set(ctx context.Context, key string, val []byte, ttl time.Dur
 	return f.mem.Set(ctx, key, val, ttl)
 }
 
+// Delete removes key from Redis and memory, or from memory alone while
+// degraded.
+func (f *Fallback) Delete(ctx context.Context, key string) error {
+	if !f.degraded.Load() {
+		if err := f.redis.Delete(ctx, key); err != nil {
+			if err := f.failed(ctx, err); err != nil {
+				return err
+			}
+		}
+	}
+	return f.mem.Delete(ctx, key)
+}
+
 // PutTrace stores a trace in Redis and memory, or in memory alone while
 // degraded.
 func (f *Fallback) PutTrace(ctx context.Context, id string, data []byte) error {

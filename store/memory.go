@@ -90,6 +90,16 @@ func (m *Memory) Set(_ context.Context, key string, val []byte, ttl time.Duratio
 	return nil
 }
 
+// Delete removes key.
+func (m *Memory) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.entries[key]; ok {
+		m.remove(e)
+	}
+	return nil
+}
+
 // Len returns the number of live entries.
 func (m *Memory) Len() int {
 	m.mu.Lock()

@@ -129,6 +129,14 @@ func (r *Redis) Set(ctx context.Context, key string, val []byte, ttl time.Durati
 	return nil
 }
 
+// Delete removes key.
+func (r *Redis) Delete(ctx context.Context, key string) error {
+	if err := r.client.Del(ctx, key).Err(); err != nil {
+		return fmt.Errorf("store: redis del: %w", err)
+	}
+	return nil
+}
+
 // PutTrace stores data under id and drops the traces beyond the newest N.
 func (r *Redis) PutTrace(ctx context.Context, id string, data []byte) error {
 	err := putTraceScript.Run(ctx, r.client, []string{traceListKey, traceKeyPrefix + id},
