@@ -308,25 +308,42 @@ type pendingCall struct {
 	args  strings.Builder
 }
 
-// streamChunk is the part of a chat.completion.chunk the proxy reads. It is
-// decoded here rather than by go-openai, whose delta has no "reasoning".
+// answerMessage is what the proxy reads of a chunk's delta or of a whole
+// answer's message: the same fields, which go-openai's types lack
+// ("reasoning"). Only a delta's tool calls carry an index.
+type answerMessage struct {
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"`
+	ToolCalls        []struct {
+		Index    *int   `json:"index"`
+		ID       string `json:"id"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// text feeds m's content to the think splitter and returns the chunk of
+// content and reasoning it gives.
+func (s *Stream) text(m *answerMessage) chain.Chunk {
+	var c chain.Chunk
+	c.Content, c.Reasoning = s.think.Feed(m.Content)
+	// Servers in transition have sent the same text in both fields: take
+	// one.
+	if r := cmp.Or(m.ReasoningContent, m.Reasoning); r != "" {
+		c.Reasoning = r + c.Reasoning
+	}
+	return c
+}
+
+// streamChunk is the part of a chat.completion.chunk the proxy reads.
 type streamChunk struct {
 	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"`
-			ToolCalls        []struct {
-				Index    *int   `json:"index"`
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason string `json:"finish_reason"`
+		Index        int           `json:"index"`
+		Delta        answerMessage `json:"delta"`
+		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *chain.Usage `json:"usage"`
 	// Error is set by an event that reports a failure mid-stream, as
@@ -366,12 +383,7 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 			continue // only one choice is ever asked for
 		}
 		d := &ch.Delta
-		c.Content, c.Reasoning = s.think.Feed(d.Content)
-		// Servers in transition have sent the same text in both fields:
-		// take one.
-		if r := cmp.Or(d.ReasoningContent, d.Reasoning); r != "" {
-			c.Reasoning = r + c.Reasoning
-		}
+		c = s.text(d)
 		for _, td := range d.ToolCalls {
 			pc := s.call(td.Index, td.ID)
 			if pc == nil {
@@ -457,23 +469,11 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	return c, true
 }
 
-// wholeResponse is the part of a chat.completion the proxy reads; like
-// streamChunk it is decoded here, for the "reasoning" field go-openai lacks.
+// wholeResponse is the part of a chat.completion the proxy reads.
 type wholeResponse struct {
 	Choices []struct {
-		Message struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"`
-			ToolCalls        []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
+		Message      answerMessage `json:"message"`
+		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *chain.Usage `json:"usage"`
 }
@@ -498,14 +498,9 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn 
 		}
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
 	}
-	m := wr.Choices[0].Message
+	m := &wr.Choices[0].Message
 	var st Stream
-	var c chain.Chunk
-	c.Content, c.Reasoning = st.think.Feed(m.Content)
-	if r := cmp.Or(m.ReasoningContent, m.Reasoning); r != "" {
-		c.Reasoning = r + c.Reasoning
-	}
-	if !c.Empty() {
+	if c := st.text(m); !c.Empty() {
 		if err := fn(c); err != nil {
 			return err
 		}
