@@ -113,7 +113,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	if e.runner != nil {
 		for _, s := range e.runner.Specs() {
 			e.specs = append(e.specs, Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
-			e.readOnly[s.Name] = s.ReadOnly
+			e.readOnly[s.Name] = s.Kind == tools.Deterministic
 			e.toolNames = append(e.toolNames, s.Name)
 		}
 	}

@@ -206,8 +206,12 @@ type HTTPTool struct {
 	Method      string            `yaml:"method" json:"method"`
 	Headers     map[string]string `yaml:"headers" json:"headers,omitempty"`
 	Timeout     time.Duration     `yaml:"timeout" json:"timeout"`
-	// ReadOnly tools may answer a repeated call from the stored result.
+	// ReadOnly tools have no side effects; a tool that is not read-only
+	// writes, and its calls invalidate stored results.
 	ReadOnly bool `yaml:"read_only" json:"read_only"`
+	// Volatile read-only tools read state that changes by itself (a job's
+	// status): a repeated call runs again instead of being a loop.
+	Volatile bool `yaml:"volatile" json:"volatile"`
 }
 
 // Antiloop configures the repeat guards.

@@ -48,7 +48,7 @@ func newHTTPTool(h config.HTTPTool, client *http.Client, defTimeout time.Duratio
 			Name:        h.Name,
 			Description: h.Description,
 			Parameters:  params,
-			ReadOnly:    h.ReadOnly,
+			Kind:        httpKind(h),
 		},
 		timeout: timeout,
 		run: func(ctx context.Context, args []byte) (string, error) {
@@ -97,4 +97,15 @@ func callHTTP(ctx context.Context, client *http.Client, name, method, target str
 		return string(body[:cut]) + fmt.Sprintf("\n… [truncated: response larger than %d bytes]", maxHTTPBody), nil
 	}
 	return string(body), nil
+}
+
+// httpKind is the anti-loop kind an HTTP tool's config declares.
+func httpKind(h config.HTTPTool) Kind {
+	switch {
+	case !h.ReadOnly:
+		return Writing
+	case h.Volatile:
+		return Volatile
+	}
+	return Deterministic
 }

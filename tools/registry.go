@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,9 +50,41 @@ type Spec struct {
 	Description string
 	// Parameters is the tool's JSON Schema, an object schema.
 	Parameters json.RawMessage
-	// ReadOnly tools have no side effects, so a repeated call may be answered
-	// from a stored result. The built-ins are read-only; HTTP tools declare it.
-	ReadOnly bool
+	// Kind says how the anti-loop treats a repeat of the same call.
+	Kind Kind
+}
+
+// Kind classifies a tool by what a repeated call means.
+type Kind uint8
+
+// Tool kinds.
+const (
+	// Deterministic tools return the same result for the same arguments as
+	// long as nothing is written: a repeat is a loop, and a stored result
+	// may answer it. The file built-ins are deterministic, and so are HTTP
+	// tools that are read_only and not volatile.
+	Deterministic Kind = iota
+	// Volatile tools read state that changes by itself (a job's status, the
+	// time, a search engine): a repeat is executed, and is a loop only when
+	// it returns what it returned last time. HTTP tools with volatile: true
+	// and the client's own tools are volatile.
+	Volatile
+	// Writing tools change state (HTTP tools with read_only: false): a write
+	// invalidates the stored results that it may have made stale.
+	Writing
+)
+
+// String names the kind as config and docs spell it.
+func (k Kind) String() string {
+	switch k {
+	case Deterministic:
+		return "deterministic"
+	case Volatile:
+		return "volatile"
+	case Writing:
+		return "writing"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Registry holds the tools offered to models. It is safe for concurrent use:

@@ -57,8 +57,12 @@ func TestSpecsOrder(t *testing.T) {
 		if !json.Valid(s.Parameters) {
 			t.Errorf("Specs()[%d].Parameters = %s, not valid JSON", i, s.Parameters)
 		}
-		if want := s.Name != "save_note"; s.ReadOnly != want {
-			t.Errorf("Specs()[%d] (%s).ReadOnly = %v, want %v", i, s.Name, s.ReadOnly, want)
+		want := Deterministic
+		if s.Name == "save_note" {
+			want = Writing
+		}
+		if s.Kind != want {
+			t.Errorf("Specs()[%d] (%s).Kind = %v, want %v", i, s.Name, s.Kind, want)
 		}
 	}
 	if diff := cmp.Diff(wantNames, gotNames); diff != "" {
