@@ -187,6 +187,10 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 	defer cancel()
 	for _, n := range engine.Nodes() {
 		err := engine.Probe(ctx, n.Name)
+		if errors.Is(err, chain.ErrModelNotFound) {
+			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
+			continue
+		}
 		if err != nil {
 			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
 			continue

@@ -62,9 +62,9 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// refuse answers a chat as Ollama does once models are declared (SetModel):
-// 404 for a model it does not have, 400 for tools sent to a model whose
-// capabilities lack them. Refused requests are recorded but use no reply.
+// refuse answers a chat as Ollama v0.17.4 does once models are declared
+// (SetModel), messages included: 404 for a model it does not have, 400 for
+// tools sent to a model whose capabilities lack them. Refused requests are recorded but use no reply.
 func (s *Server) refuse(req *api.ChatRequest) (int, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -74,9 +74,9 @@ func (s *Server) refuse(req *api.ChatRequest) (int, string) {
 	caps, ok := s.models[req.Model]
 	switch {
 	case !ok:
-		return http.StatusNotFound, fmt.Sprintf("model %q not found, try pulling it first", req.Model)
+		return http.StatusNotFound, fmt.Sprintf("model '%s' not found", req.Model)
 	case len(req.Tools) > 0 && !slices.Contains(caps, "tools"):
-		return http.StatusBadRequest, fmt.Sprintf("%q does not support tools", req.Model)
+		return http.StatusBadRequest, fmt.Sprintf("registry.ollama.ai/library/%s does not support tools", req.Model)
 	}
 	return 0, ""
 }
