@@ -98,7 +98,8 @@ func (e *Engine) Capabilities(node string) (caps []string, known bool) {
 // nobody can tell, it assumes tools, as OpenAI-compatible servers take them.
 func (e *Engine) takesTools(ctx context.Context, n *Node) bool {
 	caps, known := e.Capabilities(n.Name)
-	if !known {
+	if !known && !e.offline.isOffline(n.Name) {
+		// An offline node is skipped anyway: asking it would only wait.
 		if err := e.describe(ctx, n); err == nil {
 			caps, known = e.caps.get(n.Name)
 		}
