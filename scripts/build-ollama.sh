@@ -3,8 +3,8 @@
 # from the copy of the module in the Go module cache, and prints the path of
 # the binary. The binary is cached under .cache/ (git-ignored) keyed by
 # version, so a warm run returns at once; Go's build cache also keeps the cgo
-# objects, so a rebuild after `rm -rf .cache` takes seconds, a cold one
-# minutes (see README, Testing).
+# objects, so a rebuild after deleting the binary takes a fraction of a cold
+# build (see README, the real-Ollama tier).
 #
 # Module zips drop vendor/ directories, so llama.cpp's vendored headers are
 # missing: Debian's nlohmann-json3-dev and libstb-dev supply two of them, and
@@ -37,11 +37,16 @@ if [ -z "$src" ]; then
 fi
 
 # The module cache is read-only; build in a writable copy so go build can run
-# inside the module (its own go.mod and go.sum).
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cp -r "$src"/. "$work"/
-chmod -R u+w "$work"
+# inside the module (its own go.mod and go.sum). The copy keeps one path:
+# cgo's compiled objects are cached by Go keyed on it, so a rebuild reuses
+# them.
+work=$repo/.cache/ollama-$version/src
+if [ ! -f "$work/go.mod" ]; then
+  rm -rf "$work"
+  mkdir -p "$work"
+  cp -r "$src"/. "$work"/
+  chmod -R u+w "$work"
+fi
 
 mkdir -p "$(dirname "$out")"
 (
