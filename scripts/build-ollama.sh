@@ -37,10 +37,11 @@ if [ -z "$src" ]; then
 fi
 
 # The module cache is read-only; build in a writable copy so go build can run
-# inside the module (its own go.mod and go.sum). The copy keeps one path:
-# cgo's compiled objects are cached by Go keyed on it, so a rebuild reuses
-# them.
-work=$repo/.cache/ollama-$version/src
+# inside the module (its own go.mod and go.sum). The copy keeps one path,
+# next to Go's build cache and out of the repository (whose gofmt and vet
+# would see it): cgo's compiled objects are cached by Go keyed on it, so a
+# rebuild reuses them.
+work=$(go env GOCACHE)/chainproxy-ollama-src-$version
 if [ ! -f "$work/go.mod" ]; then
   rm -rf "$work"
   mkdir -p "$work"
