@@ -262,9 +262,6 @@ func (b *syncBuffer) String() string {
 
 var _ io.Writer = (*syncBuffer)(nil)
 
-// Contains reports whether the log holds s.
-func (b *syncBuffer) Contains(s string) bool { return strings.Contains(b.String(), s) }
-
 // RunnerCPU returns the CPU time used so far by the server's runners, the
 // processes it started to generate (they share its process group): a
 // runner still generating keeps using it, an idle one does not.
