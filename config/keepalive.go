@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -14,8 +15,11 @@ import (
 func ParseKeepAlive(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if f < 0 {
+		switch {
+		case f < 0:
 			return -1, nil
+		case math.IsNaN(f) || f*float64(time.Second) >= math.MaxInt64:
+			return 0, fmt.Errorf("keep_alive %q: not a usable number of seconds", s)
 		}
 		return time.Duration(f * float64(time.Second)), nil
 	}

@@ -39,3 +39,17 @@ func TestKeepAliveAndCapabilitiesParse(t *testing.T) {
 		t.Errorf("node = keep_alive %q, capabilities %q; want -1, [tools]", n.KeepAlive, n.Capabilities)
 	}
 }
+
+// FuzzParseKeepAlive: any text either fails or gives -1 (for ever) or a
+// duration that is not negative.
+func FuzzParseKeepAlive(f *testing.F) {
+	for _, s := range []string{"5m", "300", "-1", "0", "1.5", "-0", "1e3", "NaN", "Inf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseKeepAlive(s)
+		if err == nil && d < 0 && d != -1 {
+			t.Errorf("ParseKeepAlive(%q) = %v, want -1 or a duration ≥ 0", s, d)
+		}
+	})
+}
