@@ -74,6 +74,10 @@ type Request struct {
 	// client, to send chunks that arrived together in one write, sends it
 	// then: nothing is held while the upstream is silent.
 	Idle func()
+	// KeepAlive is how long the upstream keeps the model loaded after the
+	// call (Ollama's keep_alive: negative for ever, 0 unload); nil leaves
+	// the upstream's default. Backends without the notion ignore it.
+	KeepAlive *time.Duration
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a
@@ -103,7 +107,8 @@ type Chunk struct {
 	Content   string
 	Reasoning string
 	ToolCalls []ToolCall
-	// FinishReason is set on the last chunk: "stop", "length" or "tool_calls".
+	// FinishReason is set on the last chunk: "stop", "length", "tool_calls"
+	// or "content_filter".
 	FinishReason string
 	// Usage is set on the last chunk when the upstream reported it.
 	Usage *Usage

@@ -72,6 +72,7 @@ type Engine struct {
 	classifier *classify.Classifier
 	admission  Admitter
 	offline    *offlineSet
+	caps       *capabilities
 	log        *slog.Logger
 }
 
@@ -87,6 +88,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		classifier: deps.Classifier,
 		admission:  deps.Admission,
 		offline:    newOfflineSet(30*time.Second, time.Now),
+		caps:       newCapabilities(),
 		log:        deps.Logger,
 	}
 	if e.log == nil {
@@ -181,6 +183,9 @@ type RunRequest struct {
 	Params      Params
 	// Batch marks a batch-priority request (queued behind interactive ones).
 	Batch bool
+	// KeepAlive is the client's keep_alive, honoured in simple mode and
+	// relay (the chain's nodes keep their configured one); nil: unset.
+	KeepAlive *time.Duration
 	// Idle is passed to every model call (Request.Idle), and called when a
 	// call ends: a streaming writer holding back chunks sends them then.
 	Idle func() `json:"-"`
@@ -261,8 +266,9 @@ func lastUserText(msgs []Message) string {
 	return ""
 }
 
-// Probe checks that node answers, and updates what the engine remembers of
-// it: a node reached again is no longer skipped as offline.
+// Probe checks that node answers and has its model, and updates what the
+// engine remembers of it: a node reached again is no longer skipped as
+// offline, and its model's capabilities are read again.
 func (e *Engine) Probe(ctx context.Context, node string) error {
 	n, ok := e.nodes[node]
 	if !ok {
@@ -277,6 +283,7 @@ func (e *Engine) Probe(ctx context.Context, node string) error {
 	switch {
 	case err == nil:
 		e.offline.clear(node)
+		err = e.describe(ctx, n)
 	case errors.As(err, &ue) && ue.Offline():
 		e.offline.mark(node)
 	}

@@ -53,6 +53,7 @@ type stage struct {
 	fmtErrs  int
 	stop     string // stop status, "" while running
 	reason   string // last reasoning text
+	finish   string // finish reason of the last model call
 }
 
 type stageConfig struct {
@@ -87,6 +88,9 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 		node := r.e.nodes[sc.Node]
 		after := r.reachableAfter(i)
 		s := r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
+		if err := r.fitTools(ctx, s); err != nil {
+			return nil, err
+		}
 		s.answers = after == 0
 		s.allowed = min(sc.MaxTurns, r.left-after)
 		if s.answers && s.cfg.tools {
@@ -155,6 +159,9 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 // set, under the same guards as a chain stage.
 func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result, error) {
 	s := r.newStage(0, node, stageConfig{tools: serverTools})
+	if err := r.fitTools(ctx, s); err != nil {
+		return nil, err
+	}
 	s.answers = true
 	s.allowed = r.left
 	client := len(r.req.ClientTools) > 0
@@ -315,7 +322,7 @@ func (r *run) callNoTurn(ctx context.Context, s *stage) (Message, error) {
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle}
+	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s)}
 	if r.req.Idle != nil {
 		// What follows the call (tools, the next stage) may take time.
 		defer r.req.Idle()
@@ -326,6 +333,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	var content, reasoning strings.Builder
 	var calls []ToolCall
 	var usage *Usage
+	var finish string
 	defer func(t0 time.Time) { r.upstream += time.Since(t0) }(time.Now())
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
@@ -339,9 +347,12 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	for attempt := 0; ; attempt++ {
 		content.Reset()
 		reasoning.Reset()
-		calls, usage = nil, nil
+		calls, usage, finish = nil, nil, ""
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
 			content.WriteString(c.Content)
+			if c.FinishReason != "" {
+				finish = c.FinishReason
+			}
 			reasoning.WriteString(c.Reasoning)
 			calls = append(calls, c.ToolCalls...)
 			if c.Usage != nil {
@@ -384,6 +395,8 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
+	s.finish = finish
+	s.st.FinishReason = finish
 	if reasoning.Len() > 0 {
 		s.reason = reasoning.String()
 	}
@@ -405,7 +418,7 @@ func (r *run) result(s *stage) (*Result, error) {
 	}
 	res := &Result{
 		Message:      Message{Role: "assistant", Content: text, Reasoning: s.reason},
-		FinishReason: "stop",
+		FinishReason: answerFinish(s.finish),
 		Trace:        r.trace,
 		Upstream:     r.upstream,
 	}

@@ -47,6 +47,11 @@ type StageTrace struct {
 	ToolsUsed  []ToolUse `json:"tools_used"`
 	// Error says why a stage failed or was skipped.
 	Error string `json:"error,omitempty"`
+	// FinishReason is why the upstream ended the stage's last model call
+	// ("stop", "length", "tool_calls", "content_filter"): only the
+	// answering stage's reaches the client's finish_reason, so an earlier
+	// stage cut at its token limit shows here.
+	FinishReason string `json:"finish_reason,omitempty"`
 }
 
 // ToolUse is one tool call of a stage.

@@ -82,6 +82,13 @@ type Node struct {
 	RetryBackoff []time.Duration `yaml:"retry_backoff" json:"retry_backoff"`
 	// Mock is the script of a mock node.
 	Mock *MockScript `yaml:"mock" json:"mock,omitempty"`
+	// KeepAlive is how long an Ollama node keeps the model loaded after a
+	// call, in Ollama's syntax: a duration ("5m"), seconds ("300"), "-1"
+	// for ever, "0" to unload at once. Empty leaves Ollama's default.
+	KeepAlive string `yaml:"keep_alive" json:"keep_alive,omitempty"`
+	// Capabilities, when set, replace what the node's server reports of its
+	// model ("tools", "completion", …), for servers that report nothing.
+	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
 }
 
 // Concurrency is the node's effective concurrency limit (0 = unlimited).
@@ -473,6 +480,11 @@ func (c *Config) Validate() error {
 		}
 		if n.MaxQueue < 0 {
 			bad(p+".max_queue", "must not be negative")
+		}
+		if n.KeepAlive != "" {
+			if _, err := ParseKeepAlive(n.KeepAlive); err != nil {
+				bad(p+".keep_alive", "%v", err)
+			}
 		}
 	}
 	if len(c.Chain.Stages) == 0 {

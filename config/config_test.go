@@ -121,6 +121,8 @@ func TestValidationErrors(t *testing.T) {
 		{"negative tools budget", "tools:\n  max_calls_per_turn: 0\n", `config: tools.max_calls_per_turn: must be positive, got 0`},
 		{"missing simple node", "chain:\n  simple_node: X\n", `config: chain.simple_node: unknown node "X"`},
 		{"bad redis url", "store:\n  redis_url: localhost:6379\n", `config: store.redis_url: want a redis:// URL`},
+		{"bad keep_alive", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, keep_alive: soon}\n  - {name: M1, provider: mock, mock: {}}\n  - {name: M2, provider: mock, mock: {}}\n",
+			`config: nodes[0].keep_alive: keep_alive "soon": want a duration (5m), seconds (300), -1 (for ever) or 0 (unload after use)`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {

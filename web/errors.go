@@ -78,6 +78,11 @@ func statusFor(err error) (int, errorObject) {
 		obj.Param = &p
 		obj.Message = strings.TrimPrefix(err.Error(), "chain: ") + ": see GET /v1/models"
 		return set(http.StatusNotFound, "invalid_request_error", "model_not_found")
+	case errors.Is(err, chain.ErrToolsUnsupported):
+		p := "tools"
+		obj.Param = &p
+		obj.Message = strings.TrimPrefix(err.Error(), "chain: ")
+		return set(http.StatusBadRequest, "invalid_request_error", "tools_unsupported")
 	case errors.As(err, &qe):
 		return set(http.StatusTooManyRequests, "rate_limit_exceeded", "rate_limit_exceeded")
 	case errors.Is(err, context.Canceled):

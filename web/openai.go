@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
@@ -34,10 +35,14 @@ type chatRequest struct {
 	Seed             *int64          `json:"seed"`
 	N                *int            `json:"n"`
 	User             string          `json:"user"`
+	// KeepAlive is Ollama's keep_alive, which Ollama's OpenAI layer does
+	// not take either: a duration string, seconds, -1 or 0.
+	KeepAlive json.RawMessage `json:"keep_alive"`
 
 	// Parsed once by decodeChatRequest.
-	choice chain.ToolChoice
-	stops  []string
+	choice    chain.ToolChoice
+	stops     []string
+	keepAlive *time.Duration
 }
 
 type streamOptions struct {
@@ -148,6 +153,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		return nil, err
 	}
 	if req.stops, err = req.stop(); err != nil {
+		return nil, err
+	}
+	if req.keepAlive, err = decodeKeepAlive(req.KeepAlive); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -303,6 +311,7 @@ func (r *chatRequest) toRunRequest() *chain.RunRequest {
 		Messages:    msgs,
 		ClientTools: tools,
 		ToolChoice:  r.choice,
+		KeepAlive:   r.keepAlive,
 		Params: chain.Params{
 			Temperature: r.Temperature,
 			TopP:        r.TopP,

@@ -309,6 +309,11 @@ func (s *Server) readyz(c *gin.Context) {
 		Reachable bool   `json:"reachable"`
 		LatencyMS int64  `json:"latency_ms"`
 		Error     string `json:"error,omitempty"`
+		// Status is "ready", or "unavailable" when the node does not
+		// answer or lacks its model (Error says which).
+		Status string `json:"status"`
+		// Capabilities are its model's, when known (Ollama's /api/show).
+		Capabilities []string `json:"capabilities,omitempty"`
 	}
 	nodes := s.engine.Nodes()
 	states := make([]nodeState, len(nodes))
@@ -321,11 +326,14 @@ func (s *Server) readyz(c *gin.Context) {
 			start := time.Now()
 			err := s.engine.Probe(ctx, n.Name)
 			states[i].LatencyMS = time.Since(start).Milliseconds()
+			states[i].Capabilities, _ = s.engine.Capabilities(n.Name)
+			states[i].Status = "unavailable"
 			if err != nil {
 				states[i].Error = err.Error()
 				return
 			}
 			states[i].Reachable = true
+			states[i].Status = "ready"
 		})
 	}
 	wg.Wait()

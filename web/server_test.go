@@ -198,6 +198,8 @@ func TestStatusFor(t *testing.T) {
 		{&chain.Failure{Err: &chain.UpstreamError{Node: "M1", Kind: chain.KindTimeout}}, 504, "upstream_timeout"},
 		{&chain.Failure{Err: chain.ErrAllStagesFailed}, 502, "chain_failed"},
 		{&chain.QueueFullError{Node: "OL1"}, 429, "rate_limit_exceeded"},
+		{fmt.Errorf("%w: node OL1", chain.ErrToolsUnsupported), 400, "tools_unsupported"},
+		{&chain.UpstreamError{Node: "OL1", Kind: chain.KindStatus, Status: 404, Message: "model 'x' not found"}, 502, "upstream_error"},
 		{context.DeadlineExceeded, 504, "upstream_timeout"},
 		{errors.New("weird"), 500, "internal_error"},
 	}

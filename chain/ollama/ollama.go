@@ -1,5 +1,6 @@
 // Package ollama is the chain.Backend of a node served by Ollama, spoken in
-// Ollama's native API (POST /api/chat streamed as NDJSON, GET /api/version)
+// Ollama's native API (POST /api/chat streamed as NDJSON, GET /api/version,
+// POST /api/show)
 // with the wire types of github.com/ollama/ollama/api, rather than through
 // Ollama's OpenAI layer, whose gaps (made-up tool call IDs, reasoning dropped
 // or mixed into the content) the proxy closes itself.
@@ -81,6 +82,9 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		whole := false
 		creq.Stream = &whole
 	}
+	if req.KeepAlive != nil {
+		creq.KeepAlive = &api.Duration{Duration: *req.KeepAlive}
+	}
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
@@ -102,7 +106,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	case errors.As(err, &ce):
 		return ce.err
 	case err != nil:
-		return upstreamError(ctx, b.node.Name, err)
+		return b.namedError(upstreamError(ctx, b.node.Name, err))
 	case !st.Done():
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before its done line"}
 	}

@@ -460,8 +460,8 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	switch {
 	case len(c.ToolCalls) > 0:
 		c.FinishReason = "tool_calls"
-	case s.finish == "length":
-		c.FinishReason = "length"
+	case s.finish == "length", s.finish == "content_filter":
+		c.FinishReason = s.finish
 	default:
 		c.FinishReason = "stop"
 	}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -186,10 +187,18 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 	defer cancel()
 	for _, n := range engine.Nodes() {
 		err := engine.Probe(ctx, n.Name)
+		if errors.Is(err, chain.ErrModelNotFound) {
+			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
+			continue
+		}
 		if err != nil {
 			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
 			continue
 		}
-		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL)
+		caps, known := engine.Capabilities(n.Name)
+		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "capabilities", caps)
+		if known && !slices.Contains(caps, chain.CapTools) {
+			logger.Warn("node cannot take tools: stages that want tools run without them there, and clients' tools sent to it get 400", "node", n.Name, "model", n.Model, "capabilities", caps)
+		}
 	}
 }

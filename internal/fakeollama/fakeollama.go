@@ -1,6 +1,7 @@
 // Package fakeollama is an httptest server that speaks Ollama's native API
 // the way a real Ollama does: POST /api/chat streaming NDJSON (or one JSON
-// object when the request says "stream": false) and GET /api/version. Each
+// object when the request says "stream": false), GET /api/version and
+// POST /api/show (a model's details and capabilities). Each
 // test scripts the replies and then asserts on the requests the server
 // recorded.
 //
@@ -82,6 +83,9 @@ type Server struct {
 	hangOnce      sync.Once
 	canceled      chan struct{}
 	cancelOnce    sync.Once
+	// models are the models /api/show knows, with their capabilities;
+	// nil: every model, with DefaultCapabilities.
+	models map[string][]string
 }
 
 // New starts a server that answers the n-th POST /api/chat with replies[n];
@@ -108,6 +112,7 @@ func NewFunc(t testing.TB, script func(call int, req *api.ChatRequest) Reply) *S
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/chat", s.chat)
 	mux.HandleFunc("GET /api/version", s.version)
+	mux.HandleFunc("POST /api/show", s.show)
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Config.ConnState = func(_ net.Conn, state http.ConnState) {
 		if state == http.StateNew {
@@ -190,6 +195,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.bodies = append(s.bodies, raw)
 	s.mu.Unlock()
 
+	if status, msg := s.refuse(&req); status != 0 {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
 	reply := s.script(call, &req)
 	if reply.Status != 0 {
 		msg := reply.Error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -134,4 +135,42 @@ func TestRepliesInOrderLastRepeats(t *testing.T) {
 	if want := []string{"one", "two", "two"}; !cmp.Equal(got, want) {
 		t.Errorf("replies = %v, want %v", got, want)
 	}
+}
+
+func TestShowAndRefusals(t *testing.T) {
+	s := New(t)
+	c := api.NewClient(mustURL(t, s.URL), http.DefaultClient)
+	resp, err := c.Show(t.Context(), &api.ShowRequest{Model: "anything"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(resp.Capabilities); got != "[completion tools]" {
+		t.Errorf("undeclared model capabilities = %s, want [completion tools]", got)
+	}
+	s.SetModel("plain", "completion")
+	if resp, err := c.Show(t.Context(), &api.ShowRequest{Model: "plain"}); err != nil || fmt.Sprint(resp.Capabilities) != "[completion]" {
+		t.Errorf("Show(plain) = %v, %v; want [completion]", resp, err)
+	}
+	var se api.StatusError
+	if _, err := c.Show(t.Context(), &api.ShowRequest{Model: "anything"}); !errors.As(err, &se) || se.StatusCode != 404 || se.ErrorMessage != "model 'anything' not found" {
+		t.Errorf("Show(undeclared) error = %v, want Ollama's 404", err)
+	}
+	tools := []api.Tool{{Type: "function", Function: api.ToolFunction{Name: "f"}}}
+	err = c.Chat(t.Context(), &api.ChatRequest{Model: "plain", Tools: tools}, func(api.ChatResponse) error { return nil })
+	if !errors.As(err, &se) || se.StatusCode != 400 || se.ErrorMessage != "registry.ollama.ai/library/plain does not support tools" {
+		t.Errorf("Chat(plain, tools) error = %v, want Ollama's 400", err)
+	}
+	err = c.Chat(t.Context(), &api.ChatRequest{Model: "gone"}, func(api.ChatResponse) error { return nil })
+	if !errors.As(err, &se) || se.StatusCode != 404 {
+		t.Errorf("Chat(gone) error = %v, want Ollama's 404", err)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

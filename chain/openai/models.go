@@ -1,0 +1,63 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"chainproxy/chain"
+)
+
+var _ chain.Describer = (*Backend)(nil)
+
+// modelList is GET /v1/models. Capabilities is not OpenAI's: some
+// compatible servers list them per model, and they are taken when present.
+type modelList struct {
+	Data []struct {
+		ID           string   `json:"id"`
+		Capabilities []string `json:"capabilities"`
+	} `json:"data"`
+}
+
+// Describe looks the node's model up in GET /v1/models. A server that lists
+// models but not this one lacks it; a server that lists none (some serve
+// one model and list nothing) is taken at its word that it has it. The
+// capabilities are those the listing gives, else unknown (tools assumed).
+func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.node.BaseURL, "/")+"/models", nil)
+	if err != nil {
+		return chain.ModelInfo{}, fmt.Errorf("openai: node %s: %w", b.node.Name, err)
+	}
+	if b.node.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+b.node.APIKey)
+	}
+	resp, err := b.http.Do(hreq)
+	if err != nil {
+		return chain.ModelInfo{}, chain.TransportError(ctx, b.node.Name, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return chain.ModelInfo{}, chain.TransportError(ctx, b.node.Name, err)
+	}
+	if resp.StatusCode >= http.StatusBadRequest {
+		msg := errorMessage(data)
+		if msg == "" {
+			msg = resp.Status
+		}
+		return chain.ModelInfo{}, &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg}
+	}
+	var list modelList
+	if json.Unmarshal(data, &list) != nil || len(list.Data) == 0 {
+		return chain.ModelInfo{}, nil
+	}
+	for _, m := range list.Data {
+		if m.ID == b.node.Model {
+			return chain.ModelInfo{Capabilities: m.Capabilities}, nil
+		}
+	}
+	return chain.ModelInfo{}, &chain.ModelNotFoundError{Node: b.node.Name, Model: b.node.Model, BaseURL: b.node.BaseURL}
+}
