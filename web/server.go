@@ -161,6 +161,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if errors.As(err, &qe) {
 		c.Header("Retry-After", itoa(int(qe.RetryAfter/time.Second)))
 	}
+	if fl := asFailure(err); fl != nil && fl.Trace.Mode != "" {
+		c.Header("X-Chain-Mode", fl.Trace.Mode)
+	}
 	if status >= 500 {
 		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
 	}
