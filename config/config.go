@@ -246,7 +246,7 @@ func Default() *Config {
 		Nodes: []Node{
 			{Name: "OL1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:1.7b"},
 			{Name: "M1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:30b"},
-			{Name: "M2", Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "deepseek-coder-v2", APIKey: "${M2_API_KEY}"},
+			{Name: "M2", Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "deepseek-coder-v2", APIKey: "${M2_API_KEY:-}"},
 		},
 		Chain: Chain{
 			Stages: []Stage{
@@ -285,7 +285,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data)
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, inFile(path, err)
+	}
+	return cfg, nil
 }
 
 // Parse builds a Config from YAML text: it expands ${VAR} from the
@@ -295,7 +299,11 @@ func Parse(data []byte) (*Config, error) {
 	cfg := Default()
 	for i := range cfg.Nodes {
 		// The defaults carry ${M2_API_KEY}; expand it as a file would be.
-		cfg.Nodes[i].APIKey = string(expandEnv([]byte(cfg.Nodes[i].APIKey)))
+		key, err := expandEnv([]byte(cfg.Nodes[i].APIKey))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Nodes[i].APIKey = string(key)
 	}
 	return ParseOver(cfg, data)
 }
@@ -308,7 +316,10 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	cfg := base.clone()
 	baseNodes := cfg.Nodes
 	cfg.Nodes = nil
-	data = expandEnv(data)
+	data, err := expandEnv(data)
+	if err != nil {
+		return nil, err
+	}
 	if len(bytes.TrimSpace(data)) > 0 {
 		dec := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict())
 		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
@@ -357,15 +368,6 @@ func (c *Config) clone() *Config {
 	return &r
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expandEnv replaces ${VAR} with the variable's value (empty when unset).
-// Only the braced form is expanded, so a literal "$" in a prompt survives.
-func expandEnv(data []byte) []byte {
-	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
-		return []byte(os.Getenv(string(m[2 : len(m)-1])))
-	})
-}
 
 func (c *Config) fillNodeDefaults() {
 	for i := range c.Nodes {
