@@ -368,7 +368,6 @@ func (c *Config) clone() *Config {
 	return &r
 }
 
-
 func (c *Config) fillNodeDefaults() {
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
