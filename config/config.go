@@ -316,21 +316,25 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	cfg := base.clone()
 	baseNodes := cfg.Nodes
 	cfg.Nodes = nil
-	data, err := expandEnv(data)
-	if err != nil {
-		return nil, err
-	}
+	data, envErr := expandEnv(data)
+	var lines map[string]int
 	if len(bytes.TrimSpace(data)) > 0 {
+		var err error
+		if lines, err = check(data); err != nil || envErr != nil {
+			return nil, errors.Join(envErr, err)
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict())
 		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("config: %s", yaml.FormatError(err, false, true))
 		}
+	} else if envErr != nil {
+		return nil, envErr
 	}
 	cfg.Nodes = mergeNodes(baseNodes, cfg.Nodes, base != nil && base.replaceNodes)
 	cfg.replaceNodes = false
 	cfg.fillNodeDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, placeErrors(err, lines)
 	}
 	return cfg, nil
 }
