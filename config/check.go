@@ -211,11 +211,17 @@ func placeErrors(err error, lines map[string]int) error {
 		if sub == nil {
 			continue
 		}
-		for p := sub[1]; p != ""; p = parent(p) {
+		placed := false
+		for p := sub[1]; p != "" && !placed; p = parent(p) {
 			if l, ok := lines[p]; ok {
 				msgs[i] = fmt.Sprintf("config:%d: %s", l, strings.TrimPrefix(m, "config: "))
-				break
+				placed = true
 			}
+		}
+		if !placed {
+			// Typically a default stage naming a default node that the
+			// file's nodes list replaced.
+			msgs[i] = m + " (a default value: the file does not set this key)"
 		}
 	}
 	return &fileError{msg: strings.Join(msgs, "\n"), err: err}
@@ -229,4 +235,3 @@ func parent(p string) string {
 	}
 	return p[:i]
 }
-
