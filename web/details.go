@@ -8,14 +8,16 @@ import (
 	"chainproxy/chain"
 )
 
-// The blocks follow Open WebUI's tool call display
-// (src/lib/components/common/ToolCallDisplay.svelte, checked at commit
-// 02530d501461ce58ab06231d7c2ef2024a141ddf): it labels a block with its
-// name attribute, entity-decodes arguments and result, shows result only
-// when done="true", tries result as JSON and otherwise shows it as
-// preformatted text. So result is plain text with every character that
-// could end the attribute or the tag escaped, and newlines written as
-// &#10; so that the block stays one line for the Markdown lexer.
+// The blocks follow Open WebUI's own parser and display, as read in its
+// source: src/lib/utils/marked/extension.ts (commit 0915a1fbcc44) and
+// src/lib/components/common/ToolCallDisplay.svelte (commit 02530d501461).
+// The tokenizer wants the block at the start of a line, as
+// /^<details(\s+[^>]*)?>\n/ then /^<summary>(.*?)<\/summary>\n/, and reads
+// attributes with /(\w+)="(.*?)"/, whose "." stops at a newline. The display
+// labels the block with name, entity-decodes arguments and result, shows
+// result only when done="true", and shows a result that is not JSON as
+// preformatted text. So result is plain text with &, <, >, " and ' escaped
+// and each newline written as &#10;.
 
 // detailsRenderer turns a run's events into the "details" rendering: one
 // block per stage, written as soon as the stage ends, and the answering

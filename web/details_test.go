@@ -2,8 +2,12 @@ package web
 
 import (
 	"encoding/json"
+	"html"
+	"regexp"
 	"strings"
 	"testing"
+
+	"chainproxy/chain"
 )
 
 // TestDetailsStreamMatchesWhole: the "details" rendering is the same text
@@ -82,5 +86,35 @@ chain:
 	}
 	if got := resp.Header.Get("X-Chain-Mode"); got != "reflexive" {
 		t.Errorf("X-Chain-Mode = %q, want reflexive", got)
+	}
+}
+
+// TestDetailsBlocksParseAsOpenWebUI reads the blocks with Open WebUI's own
+// expressions (src/lib/utils/marked/extension.ts): each block tokenizes, and
+// its result attribute reads whole, newlines included, once decoded.
+func TestDetailsBlocksParseAsOpenWebUI(t *testing.T) {
+	detailsRe := regexp.MustCompile(`^<details(\s+[^>]*)?>\n`)
+	summaryRe := regexp.MustCompile(`^<summary>(.*?)</summary>\n`)
+	attrRe := regexp.MustCompile(`(\w+)="(.*?)"`) // Go's "." also stops at \n
+	st := chain.StageTrace{Node: "OL1", Model: "m", Turns: 2, Status: chain.StageOK, Output: "Notes: <b>a & b</b>\n\"quoted\"",
+		ToolsUsed: []chain.ToolUse{{Name: "fs__list_dir", Args: json.RawMessage(`{"path":"."}`), Status: chain.ToolOK, Result: "a.txt\nb.txt"}}}
+	src := stageBlock(0, st)
+	m := detailsRe.FindString(src)
+	if m == "" {
+		t.Fatalf("block does not tokenize: %q", src)
+	}
+	if !summaryRe.MatchString(src[len(m):]) {
+		t.Errorf("summary does not tokenize: %q", src[len(m):])
+	}
+	attrs := map[string]string{}
+	for _, a := range attrRe.FindAllStringSubmatch(m, -1) {
+		attrs[a[1]] = a[2]
+	}
+	want := "Notes: <b>a & b</b>\n\"quoted\"\n\n▸ fs__list_dir {\"path\":\".\"} → ok\na.txt\nb.txt"
+	if got := html.UnescapeString(attrs["result"]); got != want {
+		t.Errorf("decoded result = %q, want %q", got, want)
+	}
+	if attrs["name"] != "OL1" || attrs["done"] != "true" {
+		t.Errorf("attributes = %v, want name OL1 and done true", attrs)
 	}
 }
