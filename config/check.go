@@ -48,7 +48,11 @@ type checker struct {
 	lines map[string]int
 }
 
-var durationType = reflect.TypeFor[time.Duration]()
+var (
+	durationType         = reflect.TypeFor[time.Duration]()
+	bytesUnmarshaler     = reflect.TypeFor[yaml.BytesUnmarshaler]()
+	interfaceUnmarshaler = reflect.TypeFor[yaml.InterfaceUnmarshaler]()
+)
 
 func line(n ast.Node) int {
 	if tk := n.GetToken(); tk != nil && tk.Position != nil {
@@ -93,6 +97,9 @@ func (c *checker) walk(n ast.Node, t reflect.Type, path string) {
 	}
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(bytesUnmarshaler) || reflect.PointerTo(t).Implements(interfaceUnmarshaler) {
+		return // the type reads its own YAML, and says what is wrong itself
 	}
 	if t == durationType {
 		s, ok := n.(*ast.StringNode)
