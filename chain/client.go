@@ -34,6 +34,22 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 		if err != nil {
 			return nil, err
 		}
+		if dropped := r.dropUnoffered(s, &msg, offered); len(dropped) > 0 && len(msg.ToolCalls) == 0 && msg.Content == "" {
+			// Only calls the client cannot execute: ask once more, then
+			// answer in one call offering no tools.
+			s.msgs = append(s.msgs, Message{Role: "assistant"}, Message{Role: "user", Content: unofferedNote(dropped, offered)})
+			if !reasked && r.left > 0 {
+				reasked = true
+				continue
+			}
+			if r.left > 0 {
+				s.msgs[len(s.msgs)-1].Content = unofferedNote(dropped, nil)
+				if _, err := r.callNoTurn(ctx, s); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}
 		if len(msg.ToolCalls) == 0 {
 			if mustCall && !reasked && r.left > 0 {
 				// tool_choice demanded a call: ask once more, plainly.

@@ -150,6 +150,7 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 		if err := r.finalCall(ctx, last); err != nil && fatal(ctx, err) {
 			return nil, err
 		}
+		last.st.Output, last.st.Reasoning = last.answer(), last.reason
 		r.trace.Stages[last.idx] = last.st
 	}
 	return r.result(last)
@@ -231,6 +232,7 @@ func (r *run) endStage(s *stage) error {
 		s.stop = StageOK
 	}
 	s.st.Status = s.stop
+	s.st.Output, s.st.Reasoning = s.answer(), s.reason
 	s.st.DurationMS = time.Since(s.started).Milliseconds()
 	r.trace.Stages[s.idx] = s.st
 	st := s.st

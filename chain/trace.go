@@ -45,6 +45,14 @@ type StageTrace struct {
 	DurationMS int64     `json:"duration_ms"`
 	Usage      Usage     `json:"usage"`
 	ToolsUsed  []ToolUse `json:"tools_used"`
+	// Output is the text the stage produced: OL1's notes, M1's synthesis,
+	// the answering stage's answer.
+	Output string `json:"output"`
+	// Reasoning is the node's thinking text, when it gives one.
+	Reasoning string `json:"reasoning,omitempty"`
+	// Cut says what a response left out of Output and Reasoning (see
+	// Trace.Capped); the stored trace has them whole.
+	Cut string `json:"cut,omitempty"`
 	// Error says why a stage failed or was skipped.
 	Error string `json:"error,omitempty"`
 	// FinishReason is why the upstream ended the stage's last model call

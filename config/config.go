@@ -253,7 +253,7 @@ func Default() *Config {
 		Nodes: []Node{
 			{Name: "OL1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:1.7b"},
 			{Name: "M1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:30b"},
-			{Name: "M2", Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "deepseek-coder-v2", APIKey: "${M2_API_KEY}"},
+			{Name: "M2", Provider: ProviderOpenAI, BaseURL: "http://127.0.0.1:8000/v1", Model: "deepseek-coder-v2", APIKey: "${M2_API_KEY:-}"},
 		},
 		Chain: Chain{
 			Stages: []Stage{
@@ -292,7 +292,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(data)
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, inFile(path, err)
+	}
+	return cfg, nil
 }
 
 // Parse builds a Config from YAML text: it expands ${VAR} from the
@@ -302,7 +306,11 @@ func Parse(data []byte) (*Config, error) {
 	cfg := Default()
 	for i := range cfg.Nodes {
 		// The defaults carry ${M2_API_KEY}; expand it as a file would be.
-		cfg.Nodes[i].APIKey = string(expandEnv([]byte(cfg.Nodes[i].APIKey)))
+		key, err := expandEnv([]byte(cfg.Nodes[i].APIKey))
+		if err != nil {
+			return nil, err
+		}
+		cfg.Nodes[i].APIKey = string(key)
 	}
 	return ParseOver(cfg, data)
 }
@@ -315,18 +323,25 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	cfg := base.clone()
 	baseNodes := cfg.Nodes
 	cfg.Nodes = nil
-	data = expandEnv(data)
+	data, envErr := expandEnv(data)
+	var lines map[string]int
 	if len(bytes.TrimSpace(data)) > 0 {
+		var err error
+		if lines, err = check(data); err != nil || envErr != nil {
+			return nil, errors.Join(envErr, err)
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict())
 		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("config: %s", yaml.FormatError(err, false, true))
 		}
+	} else if envErr != nil {
+		return nil, envErr
 	}
 	cfg.Nodes = mergeNodes(baseNodes, cfg.Nodes, base != nil && base.replaceNodes)
 	cfg.replaceNodes = false
 	cfg.fillNodeDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, placeErrors(err, lines)
 	}
 	return cfg, nil
 }
@@ -362,16 +377,6 @@ func (c *Config) clone() *Config {
 	r.Classify.Keywords = slices.Clone(c.Classify.Keywords)
 	r.Classify.Categories = slices.Clone(c.Classify.Categories)
 	return &r
-}
-
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// expandEnv replaces ${VAR} with the variable's value (empty when unset).
-// Only the braced form is expanded, so a literal "$" in a prompt survives.
-func expandEnv(data []byte) []byte {
-	return envRef.ReplaceAllFunc(data, func(m []byte) []byte {
-		return []byte(os.Getenv(string(m[2 : len(m)-1])))
-	})
 }
 
 func (c *Config) fillNodeDefaults() {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -110,14 +111,14 @@ func TestValidationErrors(t *testing.T) {
 	}{
 		{"unknown provider", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m}\n  - {name: M1, provider: olama, base_url: http://x, model: m}\n  - {name: M2, provider: mock, mock: {}}\n",
 			`config: nodes[1].provider: unknown provider "olama" (want ollama, openai or mock)`},
-		{"unknown key", "chain:\n  max_turns_total: 3\n", `unknown field "max_turns_total"`},
+		{"unknown key", "chain:\n  max_turns_total: 3\n", `config:2: chain.max_turns_total: unknown key "max_turns_total"`},
 		{"duplicate node", "nodes:\n  - {name: OL1, provider: mock, mock: {}}\n  - {name: OL1, provider: mock, mock: {}}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n",
 			`config: nodes[1].name: duplicate node name "OL1"`},
 		{"stage names a missing node", "chain:\n  stages: [{node: M9, max_turns: 2}]\n", `config: chain.stages[0].node: unknown node "M9"`},
 		{"non-positive stage budget", "chain:\n  stages: [{node: OL1, max_turns: 0}]\n", `config: chain.stages[0].max_turns: must be positive, got 0`},
 		{"non-positive total", "chain:\n  max_total_turns: -1\n", `config: chain.max_total_turns: must be positive, got -1`},
 		{"total below stage count", "chain:\n  max_total_turns: 2\n", `config: chain.max_total_turns: 2 cannot give each of the 3 stages a turn`},
-		{"bad duration", "tools:\n  timeout: soon\n", `config:`},
+		{"bad duration", "tools:\n  timeout: soon\n", `config:2: tools.timeout: "soon" is not a duration`},
 		{"negative tools budget", "tools:\n  max_calls_per_turn: 0\n", `config: tools.max_calls_per_turn: must be positive, got 0`},
 		{"missing simple node", "chain:\n  simple_node: X\n", `config: chain.simple_node: unknown node "X"`},
 		{"bad redis url", "store:\n  redis_url: localhost:6379\n", `config: store.redis_url: want a redis:// URL`},
@@ -128,7 +129,13 @@ func TestValidationErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.yaml))
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
+			// Validation problems are placed on their key's line:
+			// "config: key: msg" reads "config:N: key: msg".
+			got := ""
+			if err != nil {
+				got = regexp.MustCompile(`(?m)^config:\d+: `).ReplaceAllString(err.Error(), "config: ")
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) && !strings.Contains(got, tt.want) {
 				t.Errorf("Parse = %v, want an error containing %q", err, tt.want)
 			}
 		})

@@ -36,9 +36,10 @@ type chatResponseBody struct {
 }
 
 func toChatResponse(traceID string, res *chain.Result) *chatResponseBody {
+	capped, _ := res.Trace.Capped(chain.OutputCap)
 	return &chatResponseBody{
 		TraceID: traceID, Reply: res.Message.Content, Mode: res.Trace.Mode, Reasons: res.Trace.Reasons,
-		Turns: res.Trace.Turns, Chain: res.Trace.Stages, ToolsUsed: res.Trace.ToolsUsed(), Usage: res.Trace.Usage(),
+		Turns: res.Trace.Turns, Chain: capped.Stages, ToolsUsed: res.Trace.ToolsUsed(), Usage: res.Trace.Usage(),
 	}
 }
 
@@ -122,7 +123,7 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 		case chain.EventTool:
 			return emit(ev.Kind, gin.H{"index": ev.Stage, "node": ev.Node, "turn": ev.Turn, "tool": ev.ToolUse})
 		case chain.EventStageEnd:
-			return emit(ev.Kind, gin.H{"index": ev.Stage, "stage": ev.StageTrace})
+			return emit(ev.Kind, gin.H{"index": ev.Stage, "stage": cappedStage(ev.StageTrace)})
 		case chain.EventDelta:
 			if ev.Content == "" {
 				return nil

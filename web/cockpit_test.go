@@ -150,6 +150,23 @@ func TestCockpit(t *testing.T) {
 			}
 		})
 
+		t.Run("each stage shows what it wrote and M2 rests unselected", func(t *testing.T) {
+			a := p.answer(t, answer)
+			for _, node := range []string{"OL1", "M1", "M2"} {
+				sel := a.sel(`.stage-detail[data-node="` + node + `"] .sd-output`)
+				got := eval[string](t, p, fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ""`, sel))
+				if strings.TrimSpace(got) == "" {
+					t.Errorf("%s detail has no output; want the text the stage wrote", node)
+				}
+			}
+			// With no panel open, the answering stage's badge looks like
+			// the others: no fill left from the stream.
+			bg := eval[[]string](t, p, fmt.Sprintf(`[%q, %q].map(s => { const b = document.querySelector(s); return getComputedStyle(b).backgroundColor + " " + getComputedStyle(b).boxShadow + " " + b.dataset.tone; })`, a.badge("M1"), a.badge("M2")))
+			if bg[0] != bg[1] {
+				t.Errorf("M2 badge at rest = %q, want as M1's %q", bg[1], bg[0])
+			}
+		})
+
 		t.Run("conversation survives a reload", func(t *testing.T) {
 			before := p.conversationText(t)
 			p.do(t, chromedp.Reload())

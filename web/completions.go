@@ -58,21 +58,28 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	if wire.Stream {
 		res, traceJSON, err = s.streamCompletion(c, wire, req, render)
 	} else {
-		res, err = s.engine.Run(c.Request.Context(), req, nil)
+		var emit func(chain.Event) error
+		var head strings.Builder
+		if render == config.RenderDetails {
+			// The same blocks as the stream's, from the same events.
+			d := newDetailsRenderer()
+			emit = func(ev chain.Event) error { head.WriteString(d.event(ev)); return nil }
+		}
+		res, err = s.engine.Run(c.Request.Context(), req, emit)
 		if err == nil {
 			content := res.Message.Content
 			if render == config.RenderDetails {
-				content = renderDetails(res.Trace.Stages) + content
+				content = head.String() + content
 			}
-			var body []byte
-			if traceJSON, err = marshal(&res.Trace); err == nil {
+			var body, respTrace []byte
+			if respTrace, traceJSON, err = encodeTrace(&res.Trace); err == nil {
 				body, err = marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
 			}
 			if err != nil {
 				s.fail(c, fmt.Errorf("encoding the response: %w", err))
 			} else {
 				c.Header("X-Chain-Mode", res.Trace.Mode)
-				writeFinal(c, withChain(body, traceJSON))
+				writeFinal(c, withChain(body, respTrace))
 			}
 		} else if !c.Writer.Written() {
 			s.fail(c, err)
@@ -161,7 +168,10 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 	mode := ""
 	roleSent := false
 	where := "starting"
-	var ended []chain.StageTrace
+	var details *detailsRenderer
+	if render == config.RenderDetails {
+		details = newDetailsRenderer()
+	}
 	start := func() {
 		sse.start(func(h http.Header) { h.Set("X-Chain-Mode", mode) })
 	}
@@ -192,15 +202,17 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		if !roleSent {
 			d.Role = "assistant"
 			roleSent = true
-			if render == config.RenderDetails {
-				head := renderDetails(ended)
-				text = head + text
-				d.Content = &text
-			}
 		}
 		return send(newChunk(id, model, created, d, nil))
 	}
 	onEvent := func(ev chain.Event) error {
+		if details != nil {
+			if head := details.event(ev); head != "" {
+				if err := content(head, ""); err != nil {
+					return err
+				}
+			}
+		}
 		switch ev.Kind {
 		case chain.EventClassified:
 			mode = ev.Mode
@@ -215,8 +227,6 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 			if sse.started {
 				return sse.comment(where)
 			}
-		case chain.EventStageEnd:
-			ended = append(ended, *ev.StageTrace)
 		case chain.EventDelta:
 			return content(ev.Content, ev.Reasoning)
 		}
@@ -263,7 +273,7 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		last = &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}
 	}
 	// The last chunk carries the trace.
-	traceJSON, err := marshal(&res.Trace)
+	respTrace, traceJSON, err := encodeTrace(&res.Trace)
 	if err != nil {
 		return res, nil, fmt.Errorf("encoding the trace: %w", err)
 	}
@@ -272,7 +282,7 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		return res, nil, err
 	}
 	sse.hold = true // one write for the last chunk and [DONE]
-	_ = sse.data(withChain(b, traceJSON))
+	_ = sse.data(withChain(b, respTrace))
 	sse.hold = false
 	return res, traceJSON, sse.data([]byte("[DONE]"))
 }

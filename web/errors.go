@@ -62,7 +62,7 @@ func statusFor(err error) (int, errorObject) {
 		}
 	)
 	if errors.As(err, &fl) {
-		tr := fl.Trace
+		tr, _ := fl.Trace.Capped(chain.OutputCap)
 		obj.Chain = &tr
 	}
 	switch {
@@ -102,6 +102,16 @@ func statusFor(err error) (int, errorObject) {
 	case errors.Is(err, context.DeadlineExceeded):
 		return set(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout")
 	case errors.Is(err, chain.ErrAllStagesFailed):
+		if fl != nil {
+			// The causes are deep in the trace; the first one, which the
+			// others usually share (nothing listens), belongs in the message.
+			for _, st := range fl.Trace.Stages {
+				if st.Error != "" {
+					obj.Message += "; first cause: " + st.Error
+					break
+				}
+			}
+		}
 		return set(http.StatusBadGateway, "upstream_error", "chain_failed")
 	}
 	return set(http.StatusInternalServerError, "server_error", "internal_error")

@@ -161,6 +161,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if errors.As(err, &qe) {
 		c.Header("Retry-After", itoa(int(qe.RetryAfter/time.Second)))
 	}
+	if fl := asFailure(err); fl != nil && fl.Trace.Mode != "" {
+		c.Header("X-Chain-Mode", fl.Trace.Mode)
+	}
 	if status >= 500 {
 		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
 	}
@@ -291,8 +294,18 @@ func (s *Server) modelList() []byte {
 	for _, id := range []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive} {
 		list.Data = append(list.Data, model{id, "model", now, "chainproxy"})
 	}
+	listed := map[string]bool{}
 	for _, n := range s.cfg.Nodes {
 		list.Data = append(list.Data, model{n.Name, "model", now, n.Provider})
+		listed[n.Name] = true
+	}
+	// A node's model name is accepted as model too (it routes to the first
+	// node serving it), so clients that pick from this list can use it.
+	for _, n := range s.cfg.Nodes {
+		if !listed[n.Model] {
+			list.Data = append(list.Data, model{n.Model, "model", now, n.Provider})
+			listed[n.Model] = true
+		}
 	}
 	b, _ := json.Marshal(list)
 	return b

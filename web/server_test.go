@@ -464,7 +464,7 @@ func TestModelsAndReady(t *testing.T) {
 	body := readAll(t, resp.Body)
 	resp.Body.Close()
 	oaischema.Validate(t, "ListModelsResponse", body)
-	for _, id := range []string{"chain/auto", "chain/simple", "chain/reflexive", `"OL1"`, `"M2"`} {
+	for _, id := range []string{"chain/auto", "chain/simple", "chain/reflexive", `"OL1"`, `"M2"`, `"small-1"`, `"review-1"`} {
 		if !bytes.Contains(body, []byte(id)) {
 			t.Errorf("models lack %s: %s", id, body)
 		}

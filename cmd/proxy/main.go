@@ -50,8 +50,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logPrompts := fs.Bool("log-prompts", false, "log prompts and tool results (at debug level)")
+	showVersion := fs.Bool("version", false, "print the version (from the build info) and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version())
+		return 0
 	}
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -69,6 +74,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		cfg, err = config.Load(*cfgPath)
+		if err == nil {
+			err = checkToolsRoot(cfg.Tools.Root)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)

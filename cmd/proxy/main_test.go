@@ -23,7 +23,7 @@ func TestBadConfigExits2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad provider", []string{"-config", path}, `config: nodes[0].provider: unknown provider "olama" (want ollama, openai or mock)`},
+		{"bad provider", []string{"-config", path}, path + `:2: nodes[0].provider: unknown provider "olama" (want ollama, openai or mock)`},
 		{"missing file", []string{"-config", filepath.Join(dir, "nope.yaml")}, "no such file"},
 		{"bad flag", []string{"-nope"}, "flag provided but not defined"},
 		{"bad log format", []string{"-log-format", "xml"}, "-log-format"},

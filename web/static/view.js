@@ -418,6 +418,17 @@ function fillStageDetail(panel, stage, index) {
     panel.append(err);
   }
 
+  // What the stage wrote, rendered as the answer is; the answering
+  // stage's output is the reply itself.
+  for (const [key, title] of [["reasoning", "Reasoning"], ["output", "Output"]]) {
+    if (typeof stage[key] !== "string" || stage[key] === "") continue;
+    panel.append(el("h4", "sd-sub", title));
+    const body = el("div", `sd-${key} md`);
+    body.append(renderMarkdown(stage[key]));
+    panel.append(body);
+  }
+  if (stage.cut) panel.append(el("p", "sd-cut", `Cut: ${stage.cut}`));
+
   const tools = Array.isArray(stage.tools_used) ? stage.tools_used : [];
   if (tools.length === 0) {
     panel.append(el("p", "sd-empty", stage.tools === false ? "No tools for this stage." : "No tool calls."));

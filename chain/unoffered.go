@@ -1,0 +1,49 @@
+package chain
+
+import "strings"
+
+// dropUnoffered removes from msg the calls of tools the client did not
+// offer, records them in the trace as blocked, and returns their names. A
+// model may name a tool it saw elsewhere (its training, an earlier system
+// prompt); passing such a call on would leave the client with a call it
+// cannot execute.
+func (r *run) dropUnoffered(s *stage, msg *Message, offered []Tool) []string {
+	var dropped []string
+	keep := msg.ToolCalls[:0:0]
+	for _, c := range msg.ToolCalls {
+		if offersTool(offered, c.Name) {
+			keep = append(keep, c)
+			continue
+		}
+		dropped = append(dropped, c.Name)
+		s.st.ToolsUsed = append(s.st.ToolsUsed, ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Status: ToolBlocked, Result: "not passed on: the client did not offer this tool"})
+	}
+	if len(dropped) > 0 {
+		msg.ToolCalls = keep
+		r.trace.Stages[s.idx] = s.st
+	}
+	return dropped
+}
+
+func offersTool(offered []Tool, name string) bool {
+	for _, t := range offered {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// unofferedNote tells the model which of its calls cannot be made and what
+// it may do instead.
+func unofferedNote(dropped []string, offered []Tool) string {
+	note := "These tools are not available: " + strings.Join(dropped, ", ") + "."
+	if len(offered) == 0 {
+		return note + " Answer the user directly, without tools."
+	}
+	names := make([]string, len(offered))
+	for i, t := range offered {
+		names[i] = t.Name
+	}
+	return note + " You may call only: " + strings.Join(names, ", ") + ", or answer directly."
+}

@@ -1,0 +1,244 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// check walks the YAML text along the Config type before it is decoded, so
+// that every problem of the file is reported at once, each as
+// "config:LINE: key.path: message" in the file's terms: unknown keys (all
+// of them, with the known ones), durations that do not parse, and values of
+// the wrong kind. The decoder alone stops at the first problem and words
+// type errors in Go. It also returns the line of every key path, to place
+// the problems Validate finds later.
+func check(data []byte) (lines map[string]int, err error) {
+	f, err := parser.ParseBytes(data, 0)
+	if err != nil {
+		line := 0
+		msg := err.Error()
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			msg = ye.GetMessage()
+			if tk := ye.GetToken(); tk != nil && tk.Position != nil {
+				line = tk.Position.Line
+			}
+		}
+		return nil, fmt.Errorf("config:%d: invalid YAML: %s", line, msg)
+	}
+	c := &checker{lines: map[string]int{}}
+	for _, doc := range f.Docs {
+		if doc.Body != nil {
+			c.walk(doc.Body, reflect.TypeFor[Config](), "")
+		}
+	}
+	return c.lines, errors.Join(c.errs...)
+}
+
+type checker struct {
+	errs  []error
+	lines map[string]int
+}
+
+var (
+	durationType         = reflect.TypeFor[time.Duration]()
+	bytesUnmarshaler     = reflect.TypeFor[yaml.BytesUnmarshaler]()
+	interfaceUnmarshaler = reflect.TypeFor[yaml.InterfaceUnmarshaler]()
+)
+
+func line(n ast.Node) int {
+	if tk := n.GetToken(); tk != nil && tk.Position != nil {
+		return tk.Position.Line
+	}
+	return 0
+}
+
+func (c *checker) bad(n ast.Node, path, format string, args ...any) {
+	if path == "" {
+		path = "(top level)"
+	}
+	c.errs = append(c.errs, fmt.Errorf("config:%d: %s: %s", line(n), path, fmt.Sprintf(format, args...)))
+}
+
+// describe names a node's value as a user wrote it.
+func describe(n ast.Node) string {
+	switch n.(type) {
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a list"
+	}
+	return fmt.Sprintf("%q", strings.TrimSpace(n.String()))
+}
+
+func (c *checker) walk(n ast.Node, t reflect.Type, path string) {
+	for {
+		switch v := n.(type) {
+		case *ast.TagNode:
+			n = v.Value
+			continue
+		case *ast.AnchorNode:
+			n = v.Value
+			continue
+		}
+		break
+	}
+	switch n.(type) {
+	case nil, *ast.NullNode, *ast.AliasNode, *ast.CommentGroupNode:
+		return
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(bytesUnmarshaler) || reflect.PointerTo(t).Implements(interfaceUnmarshaler) {
+		return // the type reads its own YAML, and says what is wrong itself
+	}
+	if t == durationType {
+		s, ok := n.(*ast.StringNode)
+		if _, isInt := n.(*ast.IntegerNode); isInt {
+			return // nanoseconds, as the decoder reads a number
+		}
+		if !ok {
+			c.bad(n, path, "want a duration such as 15s, 2m or 1h30m, got %s", describe(n))
+		} else if _, err := time.ParseDuration(s.Value); err != nil {
+			c.bad(n, path, "%q is not a duration (write 15s, 2m or 1h30m)", s.Value)
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		pairs, ok := mappingPairs(n)
+		if !ok {
+			c.bad(n, path, "want a mapping of keys, got %s", describe(n))
+			return
+		}
+		fields := map[string]reflect.StructField{}
+		var known []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			fields[name] = f
+			known = append(known, name)
+		}
+		for _, mv := range pairs {
+			if mv.Key.IsMergeKey() {
+				continue
+			}
+			key := strings.TrimSpace(mv.Key.String())
+			p := join(path, key)
+			c.lines[p] = line(mv.Key)
+			f, ok := fields[key]
+			if !ok {
+				c.bad(mv.Key, p, "unknown key %q (known here: %s)", key, strings.Join(known, ", "))
+				continue
+			}
+			c.walk(mv.Value, f.Type, p)
+		}
+	case reflect.Slice:
+		seq, ok := n.(*ast.SequenceNode)
+		if !ok {
+			c.bad(n, path, "want a list, got %s", describe(n))
+			return
+		}
+		for i, e := range seq.Values {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if e != nil {
+				c.lines[p] = line(e)
+			}
+			c.walk(e, t.Elem(), p)
+		}
+	case reflect.Map:
+		pairs, ok := mappingPairs(n)
+		if !ok {
+			c.bad(n, path, "want a mapping, got %s", describe(n))
+			return
+		}
+		if t.Elem().Kind() == reflect.Interface {
+			return // free-form (a JSON schema, tool arguments)
+		}
+		for _, mv := range pairs {
+			c.walk(mv.Value, t.Elem(), join(path, strings.TrimSpace(mv.Key.String())))
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		if _, ok := n.(*ast.IntegerNode); !ok {
+			c.bad(n, path, "want a whole number, got %s", describe(n))
+		}
+	case reflect.Bool:
+		if _, ok := n.(*ast.BoolNode); !ok {
+			c.bad(n, path, "want true or false, got %s", describe(n))
+		}
+	case reflect.String:
+		if _, ok := n.(ast.ScalarNode); !ok {
+			c.bad(n, path, "want a text value, got %s", describe(n))
+		}
+	}
+}
+
+// mappingPairs is a mapping's key/value pairs; the parser gives a mapping
+// of one pair as the pair itself.
+func mappingPairs(n ast.Node) ([]*ast.MappingValueNode, bool) {
+	switch v := n.(type) {
+	case *ast.MappingNode:
+		return v.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{v}, true
+	}
+	return nil, false
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var validateLine = regexp.MustCompile(`^config: ([A-Za-z0-9_.\[\]]+): `)
+
+// placeErrors gives each "config: key.path: message" line of err the line
+// of its key (or of its nearest parent written in the file).
+func placeErrors(err error, lines map[string]int) error {
+	if err == nil || len(lines) == 0 {
+		return err
+	}
+	msgs := strings.Split(err.Error(), "\n")
+	for i, m := range msgs {
+		sub := validateLine.FindStringSubmatch(m)
+		if sub == nil {
+			continue
+		}
+		placed := false
+		for p := sub[1]; p != "" && !placed; p = parent(p) {
+			if l, ok := lines[p]; ok {
+				msgs[i] = fmt.Sprintf("config:%d: %s", l, strings.TrimPrefix(m, "config: "))
+				placed = true
+			}
+		}
+		if !placed {
+			// Typically a default stage naming a default node that the
+			// file's nodes list replaced.
+			msgs[i] = m + " (a default value: the file does not set this key)"
+		}
+	}
+	return &fileError{msg: strings.Join(msgs, "\n"), err: err}
+}
+
+// parent is the key path one level up: a.b[2].c → a.b[2] → a.b → a.
+func parent(p string) string {
+	i := max(strings.LastIndexByte(p, '.'), strings.LastIndexByte(p, '['))
+	if i < 0 {
+		return ""
+	}
+	return p[:i]
+}
