@@ -78,9 +78,9 @@ var errForbiddenOrigin = &httpError{http.StatusForbidden, "invalid_request_error
 var errForbiddenHost = &httpError{http.StatusForbidden, "invalid_request_error", "forbidden_host",
 	"Host header refused: this proxy listens on loopback; add the name to server.allowed_hosts to allow it"}
 
-// loopbackAddr reports whether a listen address (host:port) is loopback
+// LoopbackAddr reports whether a listen address (host:port) is loopback
 // only. An empty host listens on every interface.
-func loopbackAddr(addr string) bool {
+func LoopbackAddr(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		host = addr

@@ -27,6 +27,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 )
 
 //go:embed static
@@ -65,7 +66,8 @@ type Server struct {
 	keepalive  time.Duration
 	logPrompts bool
 	keys       [][]byte
-	loopback   bool // bound to loopback only: Host is checked
+	loopback   bool     // bound to loopback only: Host is checked
+	secrets    []string // configured keys, masked in error text
 	handler    http.Handler
 	models     []byte // the /v1/models body, static for the process
 }
@@ -81,9 +83,15 @@ func New(o Options) *Server {
 	}
 	for _, k := range o.Config.Server.APIKeys {
 		s.keys = append(s.keys, []byte(k))
+		s.secrets = append(s.secrets, k)
+	}
+	for _, n := range o.Config.Nodes {
+		if n.APIKey != "" {
+			s.secrets = append(s.secrets, n.APIKey)
+		}
 	}
 	s.models = s.modelList()
-	s.loopback = loopbackAddr(o.Config.Server.Addr)
+	s.loopback = LoopbackAddr(o.Config.Server.Addr)
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -144,6 +152,7 @@ func (s *Server) recoverer(c *gin.Context) {
 // fail writes err as OpenAI error JSON with its status.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, obj := statusFor(err)
+	obj.Message = redact.Text(obj.Message, s.secrets...)
 	if status == StatusClientClosed {
 		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
 		c.Status(status)
@@ -338,7 +347,7 @@ func (s *Server) readyz(c *gin.Context) {
 			err := s.engine.Probe(ctx, n.Name)
 			states[i].LatencyMS = time.Since(start).Milliseconds()
 			if err != nil {
-				states[i].Error = err.Error()
+				states[i].Error = redact.Text(err.Error(), s.secrets...)
 				return
 			}
 			states[i].Reachable = true

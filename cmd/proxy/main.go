@@ -27,6 +27,7 @@ import (
 	"chainproxy/chain/openai"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 	"chainproxy/store"
 	"chainproxy/tools"
 	"chainproxy/web"
@@ -75,6 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *addr != "" {
 		cfg.Server.Addr = *addr
+	}
+	if err := checkExposure(cfg.Server); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
 	}
 	if err := serve(ctx, cfg, logger, *logPrompts, stdout); err != nil {
 		logger.Error("proxy stopped", "err", err)
@@ -187,9 +192,9 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 	for _, n := range engine.Nodes() {
 		err := engine.Probe(ctx, n.Name)
 		if err != nil {
-			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
+			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "err", err)
 			continue
 		}
-		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL)
+		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL))
 	}
 }
