@@ -66,8 +66,10 @@ type Server struct {
 	keepalive  time.Duration
 	logPrompts bool
 	keys       [][]byte
-	loopback   bool     // bound to loopback only: Host is checked
-	secrets    []string // configured keys, masked in error text
+	loopback   bool          // bound to loopback only: Host is checked
+	secrets    []string      // configured keys, masked in error text
+	draining   chan struct{} // closed when streams must end (Drain)
+	drainOnce  sync.Once
 	handler    http.Handler
 	models     []byte // the /v1/models body, static for the process
 }
@@ -92,6 +94,7 @@ func New(o Options) *Server {
 	}
 	s.models = s.modelList()
 	s.loopback = LoopbackAddr(o.Config.Server.Addr)
+	s.draining = make(chan struct{})
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"chainproxy/config"
 	"chainproxy/web"
@@ -21,4 +22,11 @@ func checkExposure(s config.Server) error {
 	}
 	return fmt.Errorf("%w: server.addr %q is reachable from the network and server.api_keys is empty; "+
 		"set server.api_keys, bind to 127.0.0.1, or set server.allow_unauthenticated: true to insist", errExposed, s.Addr)
+}
+
+// drainBefore is when, within the shutdown grace period, streams still
+// running are ended with an error event and [DONE]: late enough to let most
+// finish, early enough to write the ending before connections are cut.
+func drainBefore(grace time.Duration) time.Duration {
+	return grace - min(grace/2, time.Second)
 }

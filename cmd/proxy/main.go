@@ -149,8 +149,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
 	admission.OnWait = metrics.ObserveQueueWait
+	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts})
 	srv := &http.Server{
-		Handler: web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts}),
+		Handler: handler,
 		// No WriteTimeout: it would cut long streams; writes have
 		// per-chunk deadlines instead.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -175,6 +176,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	logger.Info("shutting down", "grace", cfg.Server.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
+	handler.Drain(time.Now().Add(drainBefore(cfg.Server.ShutdownTimeout)))
 	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		srv.Close()
