@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 	"context"
 	"encoding/json"
 	"errors"
@@ -172,6 +173,9 @@ func (e *UpstreamError) Error() string {
 	if msg == "" && e.Err != nil {
 		msg = e.Err.Error()
 	}
+	// An upstream may echo the credential it refused, and a transport
+	// error names the URL: this text reaches clients, traces and logs.
+	msg = redact.Text(msg)
 	if e.Status != 0 {
 		return fmt.Sprintf("node %s: upstream %s error (HTTP %d): %s", e.Node, e.Kind, e.Status, msg)
 	}

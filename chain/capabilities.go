@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"chainproxy/internal/redact"
 )
 
 // CapTools is the capability of a model that takes tools, as Ollama's
@@ -134,7 +136,7 @@ type ModelNotFoundError struct {
 }
 
 func (e *ModelNotFoundError) Error() string {
-	msg := fmt.Sprintf("model %q not found on %s", e.Model, e.BaseURL)
+	msg := fmt.Sprintf("model %q not found on %s", e.Model, redact.URL(e.BaseURL))
 	if e.Hint != "" {
 		msg += ": " + e.Hint
 	}

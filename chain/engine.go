@@ -176,7 +176,11 @@ type RunRequest struct {
 	// Conversation keys the anti-loop's per-conversation state; a Relay
 	// route needs none.
 	Conversation string
-	Messages     []Message
+	// Caller is a fixed-length, non-secret identity of who sent the request
+	// (a hash of its API key; "" without keys). State a run leaves behind
+	// (anti-loop results, resume state, traces) is scoped to it.
+	Caller   string
+	Messages []Message
 	// ClientTools are tools the client executes itself.
 	ClientTools []Tool
 	ToolChoice  ToolChoice

@@ -56,6 +56,22 @@ type Server struct {
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
 	// ShutdownTimeout is how long in-flight requests may finish after SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout" json:"shutdown_timeout"`
+	// ReadTimeout bounds reading a request body: a client that sends it
+	// slower is cut off, so idle connections cannot hold memory.
+	ReadTimeout time.Duration `yaml:"read_timeout" json:"read_timeout"`
+	// MaxMessages caps the messages of one request.
+	MaxMessages int `yaml:"max_messages" json:"max_messages"`
+	// CORSOrigins are the web origins (scheme://host[:port]) allowed to
+	// call the API from a browser; "*" allows any.
+	CORSOrigins []string `yaml:"cors_origins" json:"cors_origins"`
+	// AllowedHosts are Host header values accepted besides loopback names
+	// when bound to loopback (DNS rebinding defence).
+	AllowedHosts []string `yaml:"allowed_hosts" json:"allowed_hosts"`
+	// AllowUnauthenticated lets a non-loopback addr start with no api_keys.
+	AllowUnauthenticated bool `yaml:"allow_unauthenticated" json:"allow_unauthenticated"`
+	// PublicMetrics serves /metrics and /readyz without a key when
+	// api_keys are set.
+	PublicMetrics bool `yaml:"public_metrics" json:"public_metrics"`
 }
 
 // Node is one model endpoint: a provider, a base URL and a model name.
@@ -249,6 +265,8 @@ func Default() *Config {
 			APIKeys:         []string{},
 			MaxBodyBytes:    10 << 20,
 			ShutdownTimeout: 10 * time.Second,
+			ReadTimeout:     30 * time.Second,
+			MaxMessages:     4096,
 		},
 		Nodes: []Node{
 			{Name: "OL1", Provider: ProviderOllama, BaseURL: "http://127.0.0.1:11434", Model: "qwen3:1.7b"},
@@ -371,6 +389,8 @@ func mergeNodes(base, file []Node, replace bool) []Node {
 func (c *Config) clone() *Config {
 	r := *c
 	r.Server.APIKeys = slices.Clone(c.Server.APIKeys)
+	r.Server.CORSOrigins = slices.Clone(c.Server.CORSOrigins)
+	r.Server.AllowedHosts = slices.Clone(c.Server.AllowedHosts)
 	r.Nodes = slices.Clone(c.Nodes)
 	r.Chain.Stages = slices.Clone(c.Chain.Stages)
 	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
@@ -433,6 +453,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Server.ShutdownTimeout < 0 {
 		bad("server.shutdown_timeout", "must not be negative")
+	}
+	if c.Server.ReadTimeout <= 0 {
+		bad("server.read_timeout", "must be positive, got %v", c.Server.ReadTimeout)
+	}
+	if c.Server.MaxMessages <= 0 {
+		bad("server.max_messages", "must be positive, got %d", c.Server.MaxMessages)
 	}
 	for i, k := range c.Server.APIKeys {
 		if k == "" {

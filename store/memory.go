@@ -11,13 +11,24 @@ import (
 // DefaultMaxEntries bounds a Memory store when the caller says 0.
 const DefaultMaxEntries = 100_000
 
+// DefaultMaxBytes bounds the keys and values a Memory store holds: a count
+// alone lets a few huge entries take gigabytes.
+const DefaultMaxBytes = 128 << 20
+
+// entryOverhead approximates an entry's bookkeeping (struct, map slot, heap
+// slot), so that many tiny entries are counted too.
+const entryOverhead = 128
+
 // Memory is an in-process store: keys with a TTL, bounded in number, and the
 // most recent traces. It starts no goroutine: expired entries are dropped by
 // the operations themselves. Safe for concurrent use.
 type Memory struct {
-	mu      sync.Mutex
-	max     int
-	entries map[string]*entry
+	mu  sync.Mutex
+	max int
+	// maxBytes bounds size, the sum of each entry's key, value and
+	// overhead; the least recently written go first beyond it.
+	maxBytes, size int
+	entries        map[string]*entry
 	// byExpiry holds the entries that expire, soonest first, so that
 	// expired entries are dropped in O(log n) each.
 	byExpiry expiryHeap
@@ -47,9 +58,10 @@ func NewMemory(maxEntries, traces int) *Memory {
 		traces = DefaultTraces
 	}
 	return &Memory{
-		max:     maxEntries,
-		entries: make(map[string]*entry),
-		traces:  newTraceRing(traces),
+		max:      maxEntries,
+		maxBytes: DefaultMaxBytes,
+		entries:  make(map[string]*entry),
+		traces:   newTraceRing(traces),
 	}
 }
 
@@ -108,6 +120,15 @@ func (m *Memory) Len() int {
 	return len(m.entries)
 }
 
+// Size returns the bytes the live entries count for (keys, values and a
+// fixed overhead each), which DefaultMaxBytes bounds.
+func (m *Memory) Size() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dropExpired(time.Now())
+	return m.size
+}
+
 // PutTrace keeps a copy of data under id, dropping the oldest trace when the
 // last N are already kept. Storing an id again replaces its data.
 func (m *Memory) PutTrace(_ context.Context, id string, data []byte) error {
@@ -148,6 +169,7 @@ func (m *Memory) put(now time.Time, key string, val []byte, ttl time.Duration) {
 	}
 	e, ok := m.entries[key]
 	if ok {
+		m.size += len(val) - len(e.val)
 		e.val = val
 		m.unlink(e)
 	} else {
@@ -156,8 +178,12 @@ func (m *Memory) put(now time.Time, key string, val []byte, ttl time.Duration) {
 		}
 		e = &entry{key: key, val: val, heapIndex: -1}
 		m.entries[key] = e
+		m.size += entrySize(e)
 	}
 	m.link(e)
+	for m.size > m.maxBytes && m.oldest != e {
+		m.remove(m.oldest)
+	}
 	e.expires = expires
 	switch {
 	case expires.IsZero() && e.heapIndex >= 0:
@@ -169,7 +195,10 @@ func (m *Memory) put(now time.Time, key string, val []byte, ttl time.Duration) {
 	}
 }
 
+func entrySize(e *entry) int { return len(e.key) + len(e.val) + entryOverhead }
+
 func (m *Memory) remove(e *entry) {
+	m.size -= entrySize(e)
 	delete(m.entries, e.key)
 	m.unlink(e)
 	if e.heapIndex >= 0 {

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -177,20 +176,17 @@ func (s *sandbox) readFile(ctx context.Context, raw []byte) (string, error) {
 	}
 	defer root.Close()
 
-	// Stat before opening: opening a FIFO or a device could block or have
-	// effects, and only regular files are text files.
-	fi, err := root.Stat(rel)
+	// Open without blocking, then check the type on the opened handle: a
+	// FIFO swapped in after a check by path would block the open or the
+	// read past the call's timeout.
+	f, fi, err := openRegular(root, rel)
 	if err != nil {
-		return "", openError(ReadFile, a.Path, err)
-	}
-	if fi.IsDir() {
-		return "", fmt.Errorf("%s: %q is a directory; use %s to see its entries", ReadFile, a.Path, ListDir)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%s: %q is not a regular file", ReadFile, a.Path)
-	}
-	f, err := root.Open(rel)
-	if err != nil {
+		if errors.Is(err, errNotRegular) && fi != nil && fi.IsDir() {
+			return "", fmt.Errorf("%s: %q is a directory; use %s to see its entries", ReadFile, a.Path, ListDir)
+		}
+		if errors.Is(err, errNotRegular) {
+			return "", fmt.Errorf("%s: %q is not a regular file", ReadFile, a.Path)
+		}
 		return "", openError(ReadFile, a.Path, err)
 	}
 	defer f.Close()
@@ -234,13 +230,9 @@ func (s *sandbox) searchFiles(ctx context.Context, raw []byte) (string, error) {
 	if a.Path == "" {
 		a.Path = "."
 	}
-	match := func(line []byte) bool { return bytes.Contains(line, []byte(a.Pattern)) }
-	if a.Regex {
-		re, err := regexp.Compile(a.Pattern)
-		if err != nil {
-			return "", newCallError(ErrBadArguments, "%s: invalid regular expression %q: %v", SearchFiles, a.Pattern, err)
-		}
-		match = re.Match
+	match, err := compileMatch(a.Pattern, a.Regex)
+	if err != nil {
+		return "", err
 	}
 	rel, err := s.resolve(SearchFiles, a.Path)
 	if err != nil {
@@ -260,12 +252,13 @@ func (s *sandbox) searchFiles(ctx context.Context, raw []byte) (string, error) {
 		out     strings.Builder
 		matches int
 		skipped int
+		scanned int64
 		fsys    = root.FS()
 	)
 	searchFile := func(name string) error {
-		f, err := fsys.Open(name)
+		f, _, err := openRegular(root, name)
 		if err != nil {
-			return nil // unreadable files are skipped, not fatal
+			return nil // unreadable or not regular (swapped): skipped
 		}
 		defer f.Close()
 		data, err := io.ReadAll(io.LimitReader(f, maxSearchFile+1))
@@ -276,11 +269,19 @@ func (s *sandbox) searchFiles(ctx context.Context, raw []byte) (string, error) {
 		if isBinary(data) {
 			return nil
 		}
+		if scanned += int64(len(data)); scanned > maxSearchBytes {
+			return errScanBudget
+		}
 		n := 0
 		for line := range bytes.Lines(data) {
+			// Checked per line, not only per file: one file's lines may take
+			// the whole timeout.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			n++
 			line = bytes.TrimRight(line, "\r\n")
-			if !match(line) {
+			if !match(line[:min(len(line), maxScanLine)]) {
 				continue
 			}
 			fmt.Fprintf(&out, "%s:%d: %s\n", name, n, clipLine(line))
@@ -323,6 +324,8 @@ func (s *sandbox) searchFiles(ctx context.Context, raw []byte) (string, error) {
 	switch {
 	case errors.Is(err, errEnoughMatches):
 		fmt.Fprintf(&out, "… [results capped at %d matches; narrow the pattern or the path]\n", maxMatches)
+	case errors.Is(err, errScanBudget):
+		fmt.Fprintf(&out, "… [search stopped after %d MiB of text; narrow the path]\n", maxSearchBytes>>20)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "", fmt.Errorf("%s: %w", SearchFiles, err)
 	case err != nil:

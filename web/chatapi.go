@@ -51,16 +51,16 @@ func (s *Server) chat(c *gin.Context) {
 	c.Set("req_id", traceID)
 	body, err := s.readBody(c)
 	if err != nil {
-		s.fail(c, err)
+		s.reject(c, "invalid request", err)
 		return
 	}
 	var in chatRequestBody
 	if err := json.Unmarshal(body, &in); err != nil {
-		s.fail(c, invalid("", "invalid JSON in request body: %v", err))
+		s.reject(c, "invalid request", invalid("", "invalid JSON in request body: %v", err))
 		return
 	}
 	if strings.TrimSpace(in.Message) == "" {
-		s.fail(c, invalid("message", "message must be a non-empty string"))
+		s.reject(c, "invalid request", invalid("message", "message must be a non-empty string"))
 		return
 	}
 	model := chain.ModelAuto
@@ -71,13 +71,17 @@ func (s *Server) chat(c *gin.Context) {
 	case chain.ModeReflexive:
 		model = chain.ModelReflexive
 	default:
-		s.fail(c, invalid("mode", "mode %q is not one of auto, simple, reflexive", in.Mode))
+		s.reject(c, "invalid request", invalid("mode", "mode %q is not one of auto, simple, reflexive", in.Mode))
+		return
+	}
+	if err := checkHistory(len(in.History), s.cfg.Server.MaxMessages); err != nil {
+		s.reject(c, "invalid request", err)
 		return
 	}
 	req := &chain.RunRequest{TraceID: traceID, Model: model}
 	for i, h := range in.History {
 		if h.Role != "user" && h.Role != "assistant" && h.Role != "system" {
-			s.fail(c, invalid("history["+itoa(i)+"].role", "history[%d].role %q is not one of user, assistant, system", i, h.Role))
+			s.reject(c, "invalid request", invalid("history["+itoa(i)+"].role", "history[%d].role %q is not one of user, assistant, system", i, h.Role))
 			return
 		}
 		req.Messages = append(req.Messages, chain.Message{Role: h.Role, Content: h.Content})
@@ -85,7 +89,7 @@ func (s *Server) chat(c *gin.Context) {
 	req.Messages = append(req.Messages, chain.Message{Role: "user", Content: in.Message})
 	req.Conversation = conversationKey(c, "", req.Messages)
 	if err := applyHeaders(c, req); err != nil {
-		s.fail(c, err)
+		s.reject(c, "invalid request", err)
 		return
 	}
 	c.Header("X-Chain-Trace-Id", traceID)

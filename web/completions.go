@@ -24,17 +24,20 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	c.Set("req_id", traceID)
 	body, err := s.readBody(c)
 	if err != nil {
-		s.fail(c, err)
+		s.reject(c, "body", err)
 		return
 	}
 	wire, err := decodeChatRequest(body)
+	if err == nil {
+		err = checkLimits(wire, s.cfg.Server.MaxMessages)
+	}
 	if err != nil {
-		s.fail(c, err)
+		s.reject(c, "invalid request", err)
 		return
 	}
 	route, err := s.engine.Resolve(wire.Model)
 	if err != nil {
-		s.fail(c, err)
+		s.reject(c, "model", err)
 		return
 	}
 	req := wire.toRunRequest()
@@ -43,7 +46,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		req.Conversation = conversationKey(c, wire.User, req.Messages)
 	}
 	if err := applyHeaders(c, req); err != nil {
-		s.fail(c, err)
+		s.reject(c, "headers", err)
 		return
 	}
 	render := s.cfg.Chain.Render
@@ -118,7 +121,7 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	} else if fl := asFailure(err); fl != nil {
 		tr = &fl.Trace
 	}
-	s.storeTrace(c.Request.Context(), traceID, tr, traceJSON)
+	s.storeTrace(c.Request.Context(), caller(c), traceID, tr, traceJSON)
 	status := c.Writer.Status()
 	if err != nil && c.Writer.Written() && status == http.StatusOK {
 		status, _ = statusFor(err) // failed mid-stream: the 200 was already out

@@ -19,8 +19,15 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"x","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`))
 	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":null}],"stop":["a","b"],"temperature":0.2,"top_p":1,"seed":3,"n":1}`))
 	f.Add([]byte(`{"model":`))
+	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"c"}],"stop":["1","2","3","4","5"],"user":"u"}`))
+	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}]}`))
+	// The limits are scaled down so that the fuzzer reaches them.
+	const maxMsgs = 2
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeChatRequest(body)
+		if err == nil {
+			err = checkLimits(req, maxMsgs)
+		}
 		if err != nil {
 			var br *badRequest
 			if !errors.As(err, &br) || br.msg == "" {
@@ -30,6 +37,9 @@ func FuzzDecodeChatRequest(f *testing.F) {
 		}
 		if req.Model == "" || len(req.Messages) == 0 {
 			t.Fatalf("accepted a request without model or messages: %s", body)
+		}
+		if len(req.Messages) > maxMsgs || len(req.Tools) > maxTools || len(req.stops) > maxStops || len(req.User) > maxIDBytes {
+			t.Fatalf("accepted a request beyond the limits: %d messages, %d tools, %d stops, %d-byte user", len(req.Messages), len(req.Tools), len(req.stops), len(req.User))
 		}
 		rr := req.toRunRequest()
 		for i, m := range rr.Messages {

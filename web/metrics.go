@@ -93,6 +93,16 @@ func (m *Metrics) ObserveQueueWait(node string, batch bool, d time.Duration) {
 	m.queueWait.WithLabelValues(node, class).Observe(d.Seconds())
 }
 
+// observeRejected counts a request refused before it ran (auth, origin,
+// body, validation). route is the matched route pattern, never the raw path,
+// so that scanners cannot grow the label set.
+func (m *Metrics) observeRejected(route string, status int) {
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, "", strconv.Itoa(status)).Inc()
+}
+
 func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace) {
 	m.requests.WithLabelValues(route, mode, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route, mode).Observe(d.Seconds())

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"embed"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +27,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 )
 
 //go:embed static
@@ -65,6 +66,10 @@ type Server struct {
 	keepalive  time.Duration
 	logPrompts bool
 	keys       [][]byte
+	loopback   bool          // bound to loopback only: Host is checked
+	secrets    []string      // configured keys, masked in error text
+	draining   chan struct{} // closed when streams must end (Drain)
+	drainOnce  sync.Once
 	handler    http.Handler
 	models     []byte // the /v1/models body, static for the process
 }
@@ -80,15 +85,23 @@ func New(o Options) *Server {
 	}
 	for _, k := range o.Config.Server.APIKeys {
 		s.keys = append(s.keys, []byte(k))
+		s.secrets = append(s.secrets, k)
+	}
+	for _, n := range o.Config.Nodes {
+		if n.APIKey != "" {
+			s.secrets = append(s.secrets, n.APIKey)
+		}
 	}
 	s.models = s.modelList()
+	s.loopback = LoopbackAddr(o.Config.Server.Addr)
+	s.draining = make(chan struct{})
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.Use(s.recoverer)
-	r.NoRoute(func(c *gin.Context) { s.fail(c, errNotFound) })
-	r.NoMethod(func(c *gin.Context) { s.fail(c, errMethod) })
+	r.Use(s.recoverer, s.browserGuard)
+	r.NoRoute(func(c *gin.Context) { s.reject(c, "route", errNotFound) })
+	r.NoMethod(func(c *gin.Context) { s.reject(c, "method", errMethod) })
 
 	api := r.Group("/", s.auth)
 	api.POST("/v1/chat/completions", s.chatCompletions)
@@ -96,9 +109,15 @@ func New(o Options) *Server {
 	api.GET("/v1/chain/traces/:id", s.getTrace)
 	api.POST("/chat", s.chat)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", s.readyz)
+	// /readyz and /metrics show the topology and traffic: behind the key
+	// unless server.public_metrics.
+	ops := r.Group("/")
+	if !s.cfg.Server.PublicMetrics {
+		ops.Use(s.auth)
+	}
+	ops.GET("/readyz", s.readyz)
 	if s.metrics != nil {
-		r.GET("/metrics", gin.WrapH(s.metrics.Handler()))
+		ops.GET("/metrics", gin.WrapH(s.metrics.Handler()))
 	}
 	sub, _ := fs.Sub(staticFiles, "static")
 	files := http.FileServerFS(sub)
@@ -133,25 +152,10 @@ func (s *Server) recoverer(c *gin.Context) {
 	c.Next()
 }
 
-// auth checks the Bearer key when keys are configured, in constant time.
-func (s *Server) auth(c *gin.Context) {
-	if len(s.keys) == 0 {
-		return
-	}
-	got := []byte(strings.TrimPrefix(c.GetHeader("Authorization"), "Bearer "))
-	ok := 0
-	for _, k := range s.keys {
-		ok |= subtle.ConstantTimeCompare(got, k)
-	}
-	if ok != 1 {
-		s.fail(c, errUnauthorized)
-		c.Abort()
-	}
-}
-
 // fail writes err as OpenAI error JSON with its status.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, obj := statusFor(err)
+	obj.Message = redact.Text(obj.Message, s.secrets...)
 	if status == StatusClientClosed {
 		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
 		c.Status(status)
@@ -174,11 +178,12 @@ func (s *Server) fail(c *gin.Context, err error) {
 // Reading it fully before any upstream call keeps the request and response
 // from racing on one connection.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	// The buffer grows with what arrives, never from Content-Length: a
+	// client may declare 10 MB and send one byte. The read deadline closes a
+	// body sent too slowly, so an idle connection holds no memory for long.
 	var buf bytes.Buffer
-	// Sized from Content-Length when it is given, rather than grown from
-	// 512 bytes in copies; the limit still applies to what is read.
-	if n := c.Request.ContentLength; n > 0 && n < s.cfg.Server.MaxBodyBytes {
-		buf.Grow(int(n) + bytes.MinRead)
+	if d := s.cfg.Server.ReadTimeout; d > 0 {
+		_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(d))
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.Server.MaxBodyBytes))
 	body := buf.Bytes()
@@ -188,8 +193,13 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 			return nil, &httpError{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 				"request body larger than " + itoa(int(mbe.Limit)) + " bytes"}
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, errSlowBody
+		}
 		return nil, invalid("", "reading request body: %v", err)
 	}
+	// The write side keeps no deadline: answers may stream for minutes.
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Time{})
 	return body, nil
 }
 
@@ -200,29 +210,38 @@ func newTraceID() string {
 }
 
 // conversationKey scopes the anti-loop's memory: the client's session header
-// or user field when given, else the API key and first user message, which
-// stay the same for every request of one conversation.
+// or user field when given, else the first user message, which stays the
+// same for every request of one conversation. It is a fixed-length hash of
+// the caller's identity and that value, so a caller cannot reach another
+// key's state by sending its session id, and a long value costs no store
+// memory.
 func conversationKey(c *gin.Context, user string, msgs []chain.Message) string {
-	if v := c.GetHeader("X-Chain-Session"); v != "" {
-		return "s:" + v
-	}
-	if user != "" {
-		return "u:" + user
-	}
 	h := sha256.New()
-	io.WriteString(h, c.GetHeader("Authorization"))
+	io.WriteString(h, caller(c))
 	h.Write([]byte{0})
-	for _, m := range msgs {
-		if m.Role == "user" {
-			io.WriteString(h, m.Content)
-			break
+	switch v := c.GetHeader("X-Chain-Session"); {
+	case v != "":
+		io.WriteString(h, "s:"+v)
+	case user != "":
+		io.WriteString(h, "u:"+user)
+	default:
+		io.WriteString(h, "h:")
+		for _, m := range msgs {
+			if m.Role == "user" {
+				io.WriteString(h, m.Content)
+				break
+			}
 		}
 	}
-	return "h:" + hex.EncodeToString(h.Sum(nil)[:12])
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // applyHeaders copies the chain's request headers into req.
 func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
+	if err := checkSession(c.GetHeader("X-Chain-Session")); err != nil {
+		return err
+	}
+	req.Caller = caller(c)
 	switch m := strings.ToLower(c.GetHeader("X-Chain-Mode")); m {
 	case "", "auto":
 	case chain.ModeSimple, chain.ModeReflexive:
@@ -235,9 +254,9 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 	return nil
 }
 
-// storeTrace keeps the run's trace for GET /v1/chain/traces/{id}. traceJSON
-// is tr encoded, when it already is.
-func (s *Server) storeTrace(ctx context.Context, id string, tr *chain.Trace, traceJSON []byte) {
+// storeTrace keeps the run's trace for GET /v1/chain/traces/{id}, under the
+// caller's scope. traceJSON is tr encoded, when it already is.
+func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace, traceJSON []byte) {
 	if s.traces == nil || tr == nil {
 		return
 	}
@@ -253,7 +272,7 @@ func (s *Server) storeTrace(ctx context.Context, id string, tr *chain.Trace, tra
 		doc = append(doc, `","chain":`...)
 		doc = append(doc, traceJSON...)
 		doc = append(doc, '}')
-		err = s.traces.PutTrace(context.WithoutCancel(ctx), id, doc)
+		err = s.traces.PutTrace(context.WithoutCancel(ctx), traceKey(who, id), doc)
 	}
 	if err != nil {
 		s.log.Warn("storing trace", "req_id", id, "err", err)
@@ -266,7 +285,7 @@ func (s *Server) getTrace(c *gin.Context) {
 		s.fail(c, &httpError{http.StatusNotFound, "invalid_request_error", "trace_not_found", "trace " + id + " not found"})
 		return
 	}
-	data, ok, err := s.traces.GetTrace(c.Request.Context(), id)
+	data, ok, err := s.traces.GetTrace(c.Request.Context(), traceKey(caller(c), id))
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -276,6 +295,15 @@ func (s *Server) getTrace(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusOK, "application/json", data)
+}
+
+// traceKey scopes a trace id to its caller: another key looks up another
+// name and gets 404, as if the trace did not exist.
+func traceKey(who, id string) string {
+	if who == "" {
+		return id
+	}
+	return who + "." + id
 }
 
 // modelList renders /v1/models once: the chain models and every node.
@@ -342,7 +370,7 @@ func (s *Server) readyz(c *gin.Context) {
 			states[i].Capabilities, _ = s.engine.Capabilities(n.Name)
 			states[i].Status = "unavailable"
 			if err != nil {
-				states[i].Error = err.Error()
+				states[i].Error = redact.Text(err.Error(), s.secrets...)
 				return
 			}
 			states[i].Reachable = true

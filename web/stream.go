@@ -118,7 +118,9 @@ func (s *sseWriter) comment(text string) error {
 // A write error (the client is gone) cancels the run. The timer's callback,
 // a goroutine of its own, returns at once when drive has returned, which it
 // learns under the mutex: it never writes after drive.
-func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWriter, onEvent func(chain.Event) error, onTick func() error) (*chain.Result, error) {
+func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWriter, onEvent func(chain.Event) error, onTick func() error) (res *chain.Result, err error) {
+	ctx, drained := s.untilDrained(ctx)
+	defer func() { err = drained(err) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -156,7 +158,7 @@ func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWrite
 			}
 		}
 	}
-	res, err := s.engine.Run(ctx, req, func(ev chain.Event) error {
+	res, err = s.engine.Run(ctx, req, func(ev chain.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if werr != nil {

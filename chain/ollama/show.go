@@ -9,6 +9,7 @@ import (
 	"github.com/ollama/ollama/api"
 
 	"chainproxy/chain"
+	"chainproxy/internal/redact"
 )
 
 var _ chain.Describer = (*Backend)(nil)
@@ -45,7 +46,7 @@ func (b *Backend) notFound() error {
 func (b *Backend) namedError(err error) error {
 	var ue *chain.UpstreamError
 	if errors.As(err, &ue) && ue.Kind == chain.KindStatus && ue.Status == http.StatusNotFound {
-		ue.Message = fmt.Sprintf("%s (node %s, model %q on %s): ollama pull %s", ue.Message, b.node.Name, b.node.Model, b.node.BaseURL, b.node.Model)
+		ue.Message = fmt.Sprintf("%s (node %s, model %q on %s): ollama pull %s", ue.Message, b.node.Name, b.node.Model, redact.URL(b.node.BaseURL), b.node.Model)
 	}
 	return err
 }

@@ -28,6 +28,7 @@ import (
 	"chainproxy/chain/openai"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 	"chainproxy/store"
 	"chainproxy/tools"
 	"chainproxy/web"
@@ -84,6 +85,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *addr != "" {
 		cfg.Server.Addr = *addr
+	}
+	if err := checkExposure(cfg.Server); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
 	}
 	if err := serve(ctx, cfg, logger, *logPrompts, stdout); err != nil {
 		logger.Error("proxy stopped", "err", err)
@@ -153,8 +158,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
 	admission.OnWait = metrics.ObserveQueueWait
+	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts})
 	srv := &http.Server{
-		Handler: web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts}),
+		Handler: handler,
 		// No WriteTimeout: it would cut long streams; writes have
 		// per-chunk deadlines instead.
 		ReadHeaderTimeout: 10 * time.Second,
@@ -179,6 +185,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	logger.Info("shutting down", "grace", cfg.Server.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
+	handler.Drain(time.Now().Add(drainBefore(cfg.Server.ShutdownTimeout)))
 	err = srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		srv.Close()
@@ -196,15 +203,15 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 	for _, n := range engine.Nodes() {
 		err := engine.Probe(ctx, n.Name)
 		if errors.Is(err, chain.ErrModelNotFound) {
-			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
+			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "err", err)
 			continue
 		}
 		if err != nil {
-			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "err", err)
+			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "err", err)
 			continue
 		}
 		caps, known := engine.Capabilities(n.Name)
-		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", n.BaseURL, "capabilities", caps)
+		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "capabilities", caps)
 		if known && !slices.Contains(caps, chain.CapTools) {
 			logger.Warn("node cannot take tools: stages that want tools run without them there, and clients' tools sent to it get 400", "node", n.Name, "model", n.Model, "capabilities", caps)
 		}

@@ -446,7 +446,11 @@ async function refreshReady() {
   if (!readyBusy) {
     readyBusy = true;
     try {
-      const res = await fetch(api("readyz"), { cache: "no-store", headers: { Accept: "application/json" } });
+      // /readyz needs the key when the server has keys (and no public_metrics).
+      const headers = { Accept: "application/json" };
+      const key = localStorage.getItem(KEY_KEY);
+      if (key) headers.Authorization = `Bearer ${key}`;
+      const res = await fetch(api("readyz"), { cache: "no-store", headers });
       const j = await res.json();
       renderNodes(ui.nodes, ui.store, j, null);
     } catch (err) {
