@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +94,8 @@ type Registry struct {
 	tools  []*tool
 	byName map[string]*tool
 	names  []string
+	// sb resolves the paths of the file tools, and keys them (Key).
+	sb *sandbox
 }
 
 // tool is one registered tool with its compiled schema and its executor.
@@ -103,6 +106,10 @@ type tool struct {
 	timeout time.Duration
 	// run executes the call; args are validated, normalised JSON text.
 	run func(ctx context.Context, args []byte) (string, error)
+	// builtin marks the sandboxed file tools.
+	builtin bool
+	// ident keys its calls for the anti-loop (Key).
+	ident *identifier
 }
 
 // New builds the registry: the built-ins sandboxed under cfg.Root, then
@@ -123,6 +130,7 @@ func New(cfg config.Tools, client *http.Client) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
+	r.sb = sb
 	for _, b := range builtins(sb) {
 		b.timeout = timeout
 		if err := r.add(b); err != nil {
@@ -154,6 +162,13 @@ func (r *Registry) add(t *tool) error {
 	}
 	t.schema = sch
 	t.props = topLevelProperties(t.spec.Parameters)
+	t.ident = newIdentifier(t.spec.Name, t.spec.Parameters)
+	// The file tools, and writes that name a path, key the path resolved
+	// in the sandbox: "notes.md", "./notes.md" and "docs/../notes.md" are
+	// one file.
+	if (t.builtin || t.spec.Kind == Writing) && slices.Contains(t.props, "path") {
+		t.ident.pathArg = "path"
+	}
 	r.tools = append(r.tools, t)
 	r.byName[t.spec.Name] = t
 	r.names = append(r.names, t.spec.Name)

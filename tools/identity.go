@@ -1,0 +1,204 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"chainproxy/antiloop"
+)
+
+// Key is how the anti-loop sees one call: what it is, and what it reads or
+// writes, so that a repeat is recognised however it is spelled and a write
+// makes exactly the results it touches stale.
+type Key struct {
+	// Identity is equal for two calls that do the same thing: the tool's
+	// name, a zero byte, and the canonical JSON of the arguments once the
+	// schema's defaults are filled in, null optional fields dropped and,
+	// for the file tools, the path resolved in the sandbox. Hash it with
+	// antiloop.Hash.
+	Identity []byte
+	// Kind is the tool's kind.
+	Kind Kind
+	// Reads names the state a read's result depends on: "file:{path}" for
+	// read_file, "dir:{path}" for list_dir, "tree:{path}" for search_files
+	// (paths root-relative, "." the root); empty for any other tool, whose
+	// results depend on the conversation as a whole.
+	Reads string
+	// Writes names what a writing call makes stale, in the terms of Reads;
+	// empty for a write whose reach is unknown: everything.
+	Writes []string
+}
+
+// identifier keys the calls of one tool from its parameters schema.
+type identifier struct {
+	name     string
+	defaults map[string][]byte // top-level default values, canonical
+	required map[string]bool
+	// pathArg names the argument that holds a workspace path ("" none).
+	pathArg string
+}
+
+// newIdentifier reads the top-level defaults and required names of a
+// parameters schema. A schema it cannot read keys calls by their
+// canonical arguments alone.
+func newIdentifier(name string, params []byte) *identifier {
+	id := &identifier{name: name}
+	var s struct {
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+			Type    any             `json:"type"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if json.Unmarshal(params, &s) != nil {
+		return id
+	}
+	for _, r := range s.Required {
+		if id.required == nil {
+			id.required = map[string]bool{}
+		}
+		id.required[r] = true
+	}
+	for k, p := range s.Properties {
+		if len(p.Default) == 0 {
+			continue
+		}
+		c, err := antiloop.Canonical(p.Default)
+		if err != nil {
+			continue
+		}
+		if id.defaults == nil {
+			id.defaults = map[string][]byte{}
+		}
+		id.defaults[k] = c
+	}
+	return id
+}
+
+// NewClientIdentity returns a function keying the calls of a tool that the
+// client executes, from the parameters schema the client sent: defaults
+// filled in and null optional fields dropped, like a server tool.
+func NewClientIdentity(name string, params []byte) func(args []byte) ([]byte, error) {
+	id := newIdentifier(name, params)
+	return func(args []byte) ([]byte, error) {
+		b, _, err := id.identity(args, nil)
+		return b, err
+	}
+}
+
+// identity returns the call's identity bytes and, when the tool has a path
+// argument and resolve maps it, the resolved path.
+func (id *identifier) identity(args []byte, resolve func(string) (string, bool)) ([]byte, string, error) {
+	args = bytes.TrimSpace(args)
+	if string(args) == "null" {
+		args = nil
+	}
+	canon, err := antiloop.Canonical(args)
+	if err != nil {
+		return nil, "", err
+	}
+	fast := len(id.defaults) == 0 && id.pathArg == "" && !bytes.Contains(canon, []byte("null"))
+	if fast || canon[0] != '{' {
+		return id.join(canon), "", nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(canon, &obj); err != nil {
+		return nil, "", fmt.Errorf("%w: %v", antiloop.ErrInvalidJSON, err)
+	}
+	for k, v := range obj {
+		if string(v) == "null" && !id.required[k] {
+			delete(obj, k)
+		}
+	}
+	for k, v := range id.defaults {
+		if _, ok := obj[k]; !ok {
+			obj[k] = v
+		}
+	}
+	var resolved string
+	if id.pathArg != "" && resolve != nil {
+		var p string
+		if raw, ok := obj[id.pathArg]; !ok || json.Unmarshal(raw, &p) == nil {
+			if rel, ok := resolve(p); ok {
+				resolved = rel
+				obj[id.pathArg], _ = json.Marshal(rel)
+			}
+		}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: %v", antiloop.ErrInvalidJSON, err)
+	}
+	// Marshal escapes <, > and & in the raw values: canonicalise again so
+	// that this path and the fast one agree byte for byte.
+	if canon, err = antiloop.Canonical(b); err != nil {
+		return nil, "", err
+	}
+	return id.join(canon), resolved, nil
+}
+
+func (id *identifier) join(canon []byte) []byte {
+	out := make([]byte, 0, len(id.name)+1+len(canon))
+	out = append(out, id.name...)
+	out = append(out, 0)
+	return append(out, canon...)
+}
+
+// Key returns how the anti-loop sees the call name(args). The arguments
+// must have passed Check; the trace keeps them as the model wrote them,
+// this is only what the anti-loop compares and hashes.
+func (r *Registry) Key(name string, args []byte) (Key, error) {
+	t, ok := r.byName[name]
+	if !ok {
+		return Key{}, newCallError(ErrUnknownTool, "unknown tool %q", name)
+	}
+	var resolve func(string) (string, bool)
+	if r.sb != nil {
+		resolve = r.sb.resolvePath
+	}
+	b, p, err := t.ident.identity(args, resolve)
+	if err != nil {
+		return Key{}, fmt.Errorf("%s: %w", name, err)
+	}
+	k := Key{Identity: b, Kind: t.spec.Kind}
+	switch {
+	case t.spec.Kind == Writing:
+		if p != "" {
+			k.Writes = writeScopes(p)
+		}
+	case p == "":
+	case name == ReadFile:
+		k.Reads = "file:" + p
+	case name == ListDir:
+		k.Reads = "dir:" + p
+	case name == SearchFiles:
+		k.Reads = "tree:" + p
+	}
+	return k, nil
+}
+
+// writeScopes is what writing to the root-relative path p makes stale: the
+// file itself, the listing of its parent (and its own, if it is a
+// directory), and every search over a directory that contains it.
+func writeScopes(p string) []string {
+	out := []string{"file:" + p, "dir:" + p, "dir:" + path.Dir(p), "tree:" + p}
+	for d := p; d != "."; {
+		d = path.Dir(d)
+		out = append(out, "tree:"+d)
+	}
+	return out
+}
+
+// resolvePath is the sandbox's resolve for keying: the clean root-relative
+// form of a path, or false when it leaves the root (the call will be
+// refused, and is keyed by its text).
+func (s *sandbox) resolvePath(p string) (string, bool) {
+	rel, err := s.resolve("", p)
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(rel, "/"), true
+}
