@@ -251,6 +251,13 @@ func (r *Registry) check(name string, args []byte) (*tool, []byte, error) {
 	if err != nil {
 		return nil, nil, newCallError(ErrBadArguments, "%s: arguments are not valid JSON: %v", name, err)
 	}
+	if obj, ok := doc.(map[string]any); ok && dropNulls(obj, t.ident.required) {
+		// Small models write "field": null for an optional field they
+		// mean to leave out: read it so, rather than as a format error.
+		if args, err = json.Marshal(obj); err != nil {
+			return nil, nil, newCallError(ErrBadArguments, "%s: %v", name, err)
+		}
+	}
 	if err := t.schema.Validate(doc); err != nil {
 		return nil, nil, newCallError(ErrBadArguments, "%s: %s", name, describeValidation(err, t.props))
 	}
@@ -283,6 +290,19 @@ func (r *Registry) Call(ctx context.Context, name string, args []byte) (string, 
 		return "", err
 	}
 	return out, nil
+}
+
+// dropNulls deletes the null members of obj that are not required, and
+// reports whether it deleted any.
+func dropNulls(obj map[string]any, required map[string]bool) bool {
+	dropped := false
+	for k, v := range obj {
+		if v == nil && !required[k] {
+			delete(obj, k)
+			dropped = true
+		}
+	}
+	return dropped
 }
 
 // rootAbs is the absolute form of a configured root, used to map absolute
