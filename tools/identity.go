@@ -121,7 +121,7 @@ func (id *identifier) identity(args []byte, resolve func(string) (string, bool))
 	var resolved string
 	if id.pathArg != "" && resolve != nil {
 		var p string
-		if raw, ok := obj[id.pathArg]; !ok || json.Unmarshal(raw, &p) == nil {
+		if raw, ok := obj[id.pathArg]; ok && json.Unmarshal(raw, &p) == nil {
 			if rel, ok := resolve(p); ok {
 				resolved = rel
 				obj[id.pathArg], _ = json.Marshal(rel)
