@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"chainproxy/antiloop"
 )
@@ -35,7 +38,10 @@ type Key struct {
 type identifier struct {
 	name     string
 	defaults map[string][]byte // top-level default values, canonical
-	required map[string]bool
+	// plainKeys: no default's name needs escaping in JSON, so the member
+	// walk can write them as they are.
+	plainKeys bool
+	required  map[string]bool
 	// pathArg names the argument that holds a workspace path ("" none).
 	pathArg string
 }
@@ -44,7 +50,7 @@ type identifier struct {
 // parameters schema. A schema it cannot read keys calls by their
 // canonical arguments alone.
 func newIdentifier(name string, params []byte) *identifier {
-	id := &identifier{name: name}
+	id := &identifier{name: name, plainKeys: true}
 	var s struct {
 		Properties map[string]struct {
 			Default json.RawMessage `json:"default"`
@@ -73,6 +79,7 @@ func newIdentifier(name string, params []byte) *identifier {
 			id.defaults = map[string][]byte{}
 		}
 		id.defaults[k] = c
+		id.plainKeys = id.plainKeys && plainString(k)
 	}
 	return id
 }
@@ -103,6 +110,15 @@ func (id *identifier) identity(args []byte, resolve func(string) (string, bool))
 	if fast || canon[0] != '{' {
 		return id.join(canon), "", nil
 	}
+	if ms, ok := members(canon); ok && id.plainKeys {
+		return id.rebuild(ms, resolve)
+	}
+	return id.slow(canon, resolve)
+}
+
+// slow normalises through a map: for the rare object whose keys hold
+// escapes, which the member walk does not decode.
+func (id *identifier) slow(canon []byte, resolve func(string) (string, bool)) ([]byte, string, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &obj); err != nil {
 		return nil, "", fmt.Errorf("%w: %v", antiloop.ErrInvalidJSON, err)
@@ -197,4 +213,157 @@ func writeScopes(p string) []string {
 // whatever the key says.
 func (s *sandbox) resolvePath(p string) (string, bool) {
 	return s.relative(p)
+}
+
+// member is one top-level member of a canonical object: its key as written
+// (free of escapes) and its canonical value.
+type member struct {
+	key string
+	val []byte
+}
+
+// members splits the canonical object canon into its members, in order;
+// false when a key holds an escape.
+func members(canon []byte) ([]member, bool) {
+	var out []member
+	i := 1
+	if canon[i] == '}' {
+		return out, true
+	}
+	for {
+		j := i + 1
+		for canon[j] != '"' {
+			if canon[j] == '\\' {
+				return nil, false
+			}
+			j++
+		}
+		key := string(canon[i+1 : j])
+		start := j + 2 // past the quote and the colon
+		end := skipValue(canon, start)
+		out = append(out, member{key: key, val: canon[start:end]})
+		if canon[end] == '}' {
+			return out, true
+		}
+		i = end + 1
+	}
+}
+
+// skipValue returns the index just past the compact JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for i++; ; {
+			switch b[i] {
+			case '\\':
+				i += 2
+			case '"':
+				return i + 1
+			default:
+				i++
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for {
+			switch b[i] {
+			case '"':
+				i = skipValue(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+	}
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' {
+		i++
+	}
+	return i
+}
+
+// rebuild applies the normalisation to the members of a canonical object
+// and writes the identity: nulls dropped, defaults added, the path
+// resolved, members in key order.
+func (id *identifier) rebuild(ms []member, resolve func(string) (string, bool)) ([]byte, string, error) {
+	kept := ms[:0]
+	for _, m := range ms {
+		if string(m.val) == "null" && !id.required[m.key] {
+			continue
+		}
+		kept = append(kept, m)
+	}
+	added := false
+	for k, v := range id.defaults {
+		if !slices.ContainsFunc(kept, func(m member) bool { return m.key == k }) {
+			kept = append(kept, member{key: k, val: v})
+			added = true
+		}
+	}
+	if added {
+		slices.SortFunc(kept, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	}
+	var resolved string
+	if id.pathArg != "" && resolve != nil {
+		for i, m := range kept {
+			if m.key != id.pathArg || len(m.val) == 0 || m.val[0] != '"' {
+				continue
+			}
+			var p string
+			if json.Unmarshal(m.val, &p) != nil {
+				break
+			}
+			if rel, ok := resolve(p); ok {
+				resolved = rel
+				kept[i].val = canonString(rel)
+			}
+			break
+		}
+	}
+	n := len(id.name) + 3
+	for _, m := range kept {
+		n += len(m.key) + len(m.val) + 4
+	}
+	out := make([]byte, 0, n)
+	out = append(out, id.name...)
+	out = append(out, 0, '{')
+	for i, m := range kept {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '"')
+		out = append(out, m.key...)
+		out = append(out, '"', ':')
+		out = append(out, m.val...)
+	}
+	return append(out, '}'), resolved, nil
+}
+
+// plainString reports a string that JSON, in canonical form, writes as it
+// is between quotes.
+func plainString(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == '"' || r == '\\' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
+}
+
+// canonString is the canonical JSON form of s.
+func canonString(s string) []byte {
+	if plainString(s) {
+		return []byte(`"` + s + `"`)
+	}
+	b, _ := json.Marshal(s)
+	c, err := antiloop.Canonical(b)
+	if err != nil {
+		return b
+	}
+	return c
 }

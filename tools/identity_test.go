@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"chainproxy/antiloop"
 	"chainproxy/config"
 )
 
@@ -110,5 +111,38 @@ func TestClientIdentity(t *testing.T) {
 	b, errB := id([]byte(`{"unit":"C","city":"Paris","x":null}`))
 	if errA != nil || errB != nil || !bytes.Equal(a, b) {
 		t.Errorf("client identities %q, %v and %q, %v; want equal", a, errA, b, errB)
+	}
+}
+
+// TestIdentityWalkMatchesMap checks the member walk against the map-based
+// normalisation it stands in for, on objects with nesting, escapes in
+// values, nulls and defaults.
+func TestIdentityWalkMatchesMap(t *testing.T) {
+	id := newIdentifier("t", []byte(`{"type":"object","properties":{"path":{"type":"string"},"n":{"default":1.0},"z":{"default":"<&>"},"a b":{"default":[1,{"y":null}]}},"required":["req"]}`))
+	id.pathArg = "path"
+	resolve := func(p string) (string, bool) { return "./" + p + "/", true }
+	inputs := []string{
+		`{}`,
+		`{"path":"x"}`,
+		`{"path":"a\"b\\c\u2028<>"}`,
+		`{"req":null,"opt":null,"path":null}`,
+		`{"q":{"k":[1,"}",{"a":"]"}],"s":"\\\""},"n":2,"m":true,"path":"p","zz":-0.0}`,
+		`{"é":1,"a b":null,"path":7}`,
+		`{"b":"\ud83d\ude00","a":[[],{}]}`,
+	}
+	for _, in := range inputs {
+		canon, err := antiloop.Canonical([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, ok := members(canon)
+		if !ok {
+			t.Fatalf("members(%s) refused", canon)
+		}
+		fast, fp, err1 := id.rebuild(ms, resolve)
+		slow, sp, err2 := id.slow(canon, resolve)
+		if err1 != nil || err2 != nil || !bytes.Equal(fast, slow) || fp != sp {
+			t.Errorf("identity of %s: walk %q %q %v, map %q %q %v", in, fast, fp, err1, slow, sp, err2)
+		}
 	}
 }
