@@ -102,13 +102,17 @@ func (id *identifier) identity(args []byte, resolve func(string) (string, bool))
 	if string(args) == "null" {
 		args = nil
 	}
-	canon, err := antiloop.Canonical(args)
+	out := make([]byte, 0, len(id.name)+1+len(args)+2)
+	out = append(out, id.name...)
+	out = append(out, 0)
+	out, err := antiloop.AppendCanonical(out, args)
 	if err != nil {
 		return nil, "", err
 	}
+	canon := out[len(id.name)+1:]
 	fast := len(id.defaults) == 0 && id.pathArg == "" && !bytes.Contains(canon, []byte("null"))
 	if fast || canon[0] != '{' {
-		return id.join(canon), "", nil
+		return out, "", nil
 	}
 	if ms, ok := members(canon); ok && id.plainKeys {
 		return id.rebuild(ms, resolve)
