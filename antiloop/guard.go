@@ -77,6 +77,7 @@ type Decision struct {
 //	chainproxy:sig:{conv}:{sig}          signature rule, TTL signatureTTL
 //	chainproxy:id:{conv}:{callID}:{sig}  call-ID rule, TTL callIDTTL
 //	chainproxy:inv:{conv}:{scope}        last write to scope ("*": anything), unix ms
+//	chainproxy:inv:{conv}:write          last write, "{unix ms}:{sig}"
 //
 // {sig} is the signature as 16 lowercase hex digits; in {conv} and {callID},
 // '%' and ':' are written %25 and %3A so that keys cannot collide. A key
@@ -106,6 +107,8 @@ const (
 	// scopeAll is the invalidation scope of a write that may have changed
 	// anything in the conversation.
 	scopeAll = "*"
+	// scopeWrite holds "{unix ms}:{sig}" of the conversation's last write.
+	scopeWrite = "write"
 )
 
 // Admit decides whether the call with signature sig and ID callID (empty:
@@ -134,7 +137,7 @@ func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64
 			return Decision{}, fmt.Errorf("antiloop: look up call id: %w", err)
 		}
 		if ok {
-			stale, err := g.stale(ctx, conv, reads, val, readOnly)
+			stale, err := g.stale(ctx, conv, reads, sig, val, readOnly)
 			if err != nil {
 				return Decision{}, err
 			}
@@ -147,13 +150,13 @@ func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64
 		}
 	}
 	if g.signatureTTL > 0 {
-		d, ok, err := g.claim(ctx, conv, reads, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
+		d, ok, err := g.claim(ctx, conv, reads, sig, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
 		if err != nil || !ok {
 			return d, err
 		}
 	}
 	if idKey != "" {
-		d, ok, err := g.claim(ctx, conv, reads, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
+		d, ok, err := g.claim(ctx, conv, reads, sig, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
 		if err != nil || !ok {
 			return d, err
 		}
@@ -165,7 +168,7 @@ func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64
 // the stored value implies and ok false. what describes an earlier run;
 // empty means "same call ran … ago". A stored result made stale by a write
 // is deleted and the claim tried again.
-func (g *Guard) claim(ctx context.Context, conv, reads, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
+func (g *Guard) claim(ctx context.Context, conv, reads string, sig uint64, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
 	// Three times: the holder's key may expire between Claim and Get, and
 	// a stale result is deleted once.
 	for range 3 {
@@ -183,7 +186,7 @@ func (g *Guard) claim(ctx context.Context, conv, reads, key string, ttl time.Dur
 		if !ok {
 			continue
 		}
-		stale, err := g.stale(ctx, conv, reads, val, readOnly)
+		stale, err := g.stale(ctx, conv, reads, sig, val, readOnly)
 		if err != nil {
 			return Decision{}, false, err
 		}
@@ -197,12 +200,15 @@ func (g *Guard) claim(ctx context.Context, conv, reads, key string, ttl time.Dur
 	return Decision{Verdict: Blocked, Reason: reasonStale}, false, nil
 }
 
-// Invalidate records that a write in conversation conv made stale every
-// stored result that depends on one of scopes, or on anything when scopes
-// is empty. The mark is a timestamp kept as long as a result can be: a
-// result recorded at or before it is not served again (see
-// [Guard.AdmitScoped]), whichever replica stored it.
-func (g *Guard) Invalidate(ctx context.Context, conv string, scopes []string) error {
+// Invalidate records that the write sig in conversation conv made stale
+// every stored result that depends on one of scopes, or on anything when
+// scopes is empty. The mark is a timestamp kept as long as a result can
+// be: a result recorded at or before it is not served again (see
+// [Guard.AdmitScoped]), whichever replica stored it. It also marks sig as
+// the conversation's last write: another write since makes a repeat of sig
+// a new call (A, B, A writes A back), while sig again right after itself
+// stays a repeat.
+func (g *Guard) Invalidate(ctx context.Context, conv string, sig uint64, scopes []string) error {
 	ttl := max(g.signatureTTL, g.callIDTTL)
 	if ttl <= 0 {
 		return nil
@@ -216,18 +222,35 @@ func (g *Guard) Invalidate(ctx context.Context, conv string, scopes []string) er
 			return fmt.Errorf("antiloop: invalidate: %w", err)
 		}
 	}
+	last := append(now, ':')
+	last = append(last, sigHex(sig)...)
+	if err := g.store.Set(ctx, invalidKey(conv, scopeWrite), last, ttl); err != nil {
+		return fmt.Errorf("antiloop: invalidate: %w", err)
+	}
 	return nil
 }
 
-// stale reports whether the stored value val is a result recorded no later
-// than the last write to reads or to the whole conversation. A claim still
-// pending is never stale: it is a call running now; nor is the record of a
-// call that is not read-only: a write stays refused as a repeat, whatever
-// was written since.
-func (g *Guard) stale(ctx context.Context, conv, reads string, val []byte, readOnly bool) (bool, error) {
+// stale reports whether the stored value val, the record of call sig, is
+// out of date. A read's result is, when it was recorded no later than the
+// last write to reads or to the whole conversation; a write's record is,
+// when another write came after it. A claim still pending is never stale:
+// it is a call running now.
+func (g *Guard) stale(ctx context.Context, conv, reads string, sig uint64, val []byte, readOnly bool) (bool, error) {
 	at, _, ok := parseDone(val)
-	if !ok || !readOnly {
+	if !ok {
 		return false, nil
+	}
+	if !readOnly {
+		v, ok, err := g.store.Get(ctx, invalidKey(conv, scopeWrite))
+		if err != nil {
+			return false, fmt.Errorf("antiloop: look up last write: %w", err)
+		}
+		ms, who, found := bytes.Cut(v, []byte{':'})
+		if !ok || !found || string(who) == sigHex(sig) {
+			return false, nil
+		}
+		n, err := strconv.ParseInt(string(ms), 10, 64)
+		return err == nil && at.UnixMilli() <= n, nil
 	}
 	scopes := [2]string{scopeAll, reads}
 	n := 2

@@ -36,7 +36,7 @@ func TestGuardInvalidate(t *testing.T) {
 		admit("r2", other, true, "file:other.md")
 		admit("w1", write, false, "")
 		time.Sleep(time.Millisecond)
-		if err := g.Invalidate(ctx, "c", []string{"file:notes.md", "dir:."}); err != nil {
+		if err := g.Invalidate(ctx, "c", write, []string{"file:notes.md", "dir:."}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
@@ -59,9 +59,30 @@ func TestGuardInvalidate(t *testing.T) {
 				t.Errorf("%s: Admit = %v, want %v", s.what, got, s.want)
 			}
 		}
+		// Another write, then the first one again: writing a value back is
+		// a new call; the same write right after itself stays refused.
+		other2 := mustSig(t, "write_file", `{"path":"other.md"}`)
+		if got := admit("w3", other2, false, ""); got != antiloop.Execute {
+			t.Fatalf("a second write: Admit = %v, want Execute", got)
+		}
+		time.Sleep(time.Millisecond)
+		if err := g.Invalidate(ctx, "c", other2, []string{"file:other.md"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if got := admit("w4", write, false, ""); got != antiloop.Execute {
+			t.Errorf("the first write after another: Admit = %v, want Execute", got)
+		}
+		if err := g.Invalidate(ctx, "c", write, []string{"file:notes.md"}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if got := admit("w5", write, false, ""); got != antiloop.Blocked {
+			t.Errorf("the same write right after itself: Admit = %v, want Blocked", got)
+		}
 		// A write of unknown reach makes everything stale.
 		time.Sleep(time.Millisecond)
-		if err := g.Invalidate(ctx, "c", nil); err != nil {
+		if err := g.Invalidate(ctx, "c", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)

@@ -74,7 +74,7 @@ func (r *run) invalidate(ctx context.Context, s *stage, self uint64, key tools.K
 			delete(s.seen, sig)
 		}
 	}
-	if err := r.e.guard.Invalidate(ctx, r.req.Conversation, key.Writes); err != nil {
+	if err := r.e.guard.Invalidate(ctx, r.req.Conversation, self, key.Writes); err != nil {
 		r.logger().Warn("anti-loop invalidation failed", "err", err)
 	}
 }
