@@ -4,11 +4,13 @@
 // file built-ins list_dir, read_file and search_files, confined to
 // tools.root through os.Root, and the HTTP tools declared in config. It
 // validates a call's arguments against the tool's JSON Schema before anything
-// runs (Check) and executes calls under a timeout derived from the caller's
-// context (Call).
+// runs (Check), keys each call for the anti-loop by what it does rather than
+// how it is spelled (Key), and executes calls under a timeout derived from
+// the caller's context (Call).
 //
 // The chain imports this package, so it must not import chain or web; it
-// defines its own Spec and TextCall types and any package may import config.
+// defines its own Spec and TextCall types, uses antiloop's canonical JSON,
+// and any package may import config.
 package tools
 
 import (
