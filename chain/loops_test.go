@@ -96,6 +96,7 @@ type loopRequest struct {
 		Tools  []string       `yaml:"tools"`
 		Told   map[int]string `yaml:"told"`
 		Answer string         `yaml:"answer"`
+		AtMost map[string]int `yaml:"at_most"`
 		Finish string         `yaml:"finish"`
 	} `yaml:"want"`
 }
@@ -384,6 +385,13 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 		checkLoopRequest(t, i, rq, res, runner.counts())
 		if stream && len(res.Message.ToolCalls) == 0 && streamed.String() != res.Message.Content {
 			t.Errorf("request %d: streamed %q, answer %q", i, streamed.String(), res.Message.Content)
+		}
+		for sub, n := range rq.Want.AtMost {
+			for what, text := range map[string]string{"streamed": streamed.String(), "answer": res.Message.Content} {
+				if got := strings.Count(text, sub); got > n {
+					t.Errorf("request %d: %q occurs %d times in the %s text, want at most %d", i, sub, got, what, n)
+				}
+			}
 		}
 	}
 }
