@@ -57,6 +57,19 @@ func Canonical(args []byte) ([]byte, error) {
 	return bytes.Clone(out), nil
 }
 
+// AppendCanonical appends the [Canonical] form of args to dst, for a caller
+// building a larger key around it without an extra copy.
+func AppendCanonical(dst, args []byte) ([]byte, error) {
+	c := getCanon()
+	defer putCanon(c)
+	out, err := c.run(c.out[:0], args)
+	c.out = out
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, out...), nil
+}
+
 // canon is the state of one canonicalisation. It is pooled so that a
 // signature costs no allocation once the buffers have grown.
 //

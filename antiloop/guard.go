@@ -57,6 +57,8 @@ type Decision struct {
 	// Reason explains a Cached or Blocked verdict in words fit for the model
 	// and the trace ("not executed: same call ran 12s ago").
 	Reason string
+	// Age is how long ago the stored result was recorded (Cached).
+	Age time.Duration
 }
 
 // Guard decides whether a tool call may run, from two rules kept in a Store:
@@ -74,6 +76,8 @@ type Decision struct {
 //
 //	chainproxy:sig:{conv}:{sig}          signature rule, TTL signatureTTL
 //	chainproxy:id:{conv}:{callID}:{sig}  call-ID rule, TTL callIDTTL
+//	chainproxy:inv:{conv}:{scope}        last write to scope ("*": anything), unix ms
+//	chainproxy:inv:{conv}:write          last write, "{unix ms}:{sig}"
 //
 // {sig} is the signature as 16 lowercase hex digits; in {conv} and {callID},
 // '%' and ':' are written %25 and %3A so that keys cannot collide. A key
@@ -100,6 +104,11 @@ const (
 	keyPrefix   = "chainproxy:"
 	donePrefix  = "done:"
 	reasonStale = "not executed: the same call is running elsewhere"
+	// scopeAll is the invalidation scope of a write that may have changed
+	// anything in the conversation.
+	scopeAll = "*"
+	// scopeWrite holds "{unix ms}:{sig}" of the conversation's last write.
+	scopeWrite = "write"
 )
 
 // Admit decides whether the call with signature sig and ID callID (empty:
@@ -107,7 +116,19 @@ const (
 // Execute the caller owns the claims and must call [Guard.Record] once the
 // call has run, whatever its outcome; until then, the same call elsewhere is
 // Blocked as running. A store error is returned as is: the caller decides.
+//
+// Admit is [Guard.AdmitScoped] for a call whose result depends on nothing
+// narrower than the whole conversation.
 func (g *Guard) Admit(ctx context.Context, conv, callID string, sig uint64, readOnly bool) (Decision, error) {
+	return g.AdmitScoped(ctx, conv, callID, sig, readOnly, "")
+}
+
+// AdmitScoped is [Guard.Admit] for a call whose result depends on the state
+// named reads ("file:notes.md"; empty: the conversation as a whole). A
+// stored result older than an [Guard.Invalidate] of reads, or of the whole
+// conversation, is stale: it is dropped and the call runs again, so that a
+// read after a write always returns fresh content.
+func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64, readOnly bool, reads string) (Decision, error) {
 	var idKey string
 	if callID != "" && g.callIDTTL > 0 {
 		idKey = callIDKey(conv, callID, sig)
@@ -116,17 +137,26 @@ func (g *Guard) Admit(ctx context.Context, conv, callID string, sig uint64, read
 			return Decision{}, fmt.Errorf("antiloop: look up call id: %w", err)
 		}
 		if ok {
-			return seen(val, readOnly, "call id "+callID+" already executed"), nil
+			stale, err := g.stale(ctx, conv, reads, sig, val, readOnly)
+			if err != nil {
+				return Decision{}, err
+			}
+			if !stale {
+				return seen(val, readOnly, "call id "+callID+" already executed"), nil
+			}
+			if err := g.store.Delete(ctx, idKey); err != nil {
+				return Decision{}, fmt.Errorf("antiloop: drop stale call id: %w", err)
+			}
 		}
 	}
 	if g.signatureTTL > 0 {
-		d, ok, err := g.claim(ctx, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
+		d, ok, err := g.claim(ctx, conv, reads, sig, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
 		if err != nil || !ok {
 			return d, err
 		}
 	}
 	if idKey != "" {
-		d, ok, err := g.claim(ctx, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
+		d, ok, err := g.claim(ctx, conv, reads, sig, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
 		if err != nil || !ok {
 			return d, err
 		}
@@ -136,10 +166,12 @@ func (g *Guard) Admit(ctx context.Context, conv, callID string, sig uint64, read
 
 // claim claims key; when another caller holds it, it returns the decision
 // the stored value implies and ok false. what describes an earlier run;
-// empty means "same call ran … ago".
-func (g *Guard) claim(ctx context.Context, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
-	// Twice, because the holder's key may expire between Claim and Get.
-	for range 2 {
+// empty means "same call ran … ago". A stored result made stale by a write
+// is deleted and the claim tried again.
+func (g *Guard) claim(ctx context.Context, conv, reads string, sig uint64, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
+	// Three times: the holder's key may expire between Claim and Get, and
+	// a stale result is deleted once.
+	for range 3 {
 		claimed, err := g.store.Claim(ctx, key, ttl)
 		if err != nil {
 			return Decision{}, false, fmt.Errorf("antiloop: claim: %w", err)
@@ -151,11 +183,94 @@ func (g *Guard) claim(ctx context.Context, key string, ttl time.Duration, readOn
 		if err != nil {
 			return Decision{}, false, fmt.Errorf("antiloop: look up claim: %w", err)
 		}
-		if ok {
+		if !ok {
+			continue
+		}
+		stale, err := g.stale(ctx, conv, reads, sig, val, readOnly)
+		if err != nil {
+			return Decision{}, false, err
+		}
+		if !stale {
 			return seen(val, readOnly, what), false, nil
+		}
+		if err := g.store.Delete(ctx, key); err != nil {
+			return Decision{}, false, fmt.Errorf("antiloop: drop stale result: %w", err)
 		}
 	}
 	return Decision{Verdict: Blocked, Reason: reasonStale}, false, nil
+}
+
+// Invalidate records that the write sig in conversation conv made stale
+// every stored result that depends on one of scopes, or on anything when
+// scopes is empty. The mark is a timestamp kept as long as a result can
+// be: a result recorded at or before it is not served again (see
+// [Guard.AdmitScoped]), whichever replica stored it. It also marks sig as
+// the conversation's last write: another write since makes a repeat of sig
+// a new call (A, B, A writes A back), while sig again right after itself
+// stays a repeat.
+func (g *Guard) Invalidate(ctx context.Context, conv string, sig uint64, scopes []string) error {
+	ttl := max(g.signatureTTL, g.callIDTTL)
+	if ttl <= 0 {
+		return nil
+	}
+	if len(scopes) == 0 {
+		scopes = []string{scopeAll}
+	}
+	now := strconv.AppendInt(nil, time.Now().UnixMilli(), 10)
+	for _, sc := range scopes {
+		if err := g.store.Set(ctx, invalidKey(conv, sc), now, ttl); err != nil {
+			return fmt.Errorf("antiloop: invalidate: %w", err)
+		}
+	}
+	last := append(now, ':')
+	last = append(last, sigHex(sig)...)
+	if err := g.store.Set(ctx, invalidKey(conv, scopeWrite), last, ttl); err != nil {
+		return fmt.Errorf("antiloop: invalidate: %w", err)
+	}
+	return nil
+}
+
+// stale reports whether the stored value val, the record of call sig, is
+// out of date. A read's result is, when it was recorded no later than the
+// last write to reads or to the whole conversation; a write's record is,
+// when another write came after it. A claim still pending is never stale:
+// it is a call running now.
+func (g *Guard) stale(ctx context.Context, conv, reads string, sig uint64, val []byte, readOnly bool) (bool, error) {
+	at, _, ok := parseDone(val)
+	if !ok {
+		return false, nil
+	}
+	if !readOnly {
+		v, ok, err := g.store.Get(ctx, invalidKey(conv, scopeWrite))
+		if err != nil {
+			return false, fmt.Errorf("antiloop: look up last write: %w", err)
+		}
+		ms, who, found := bytes.Cut(v, []byte{':'})
+		if !ok || !found || string(who) == sigHex(sig) {
+			return false, nil
+		}
+		n, err := strconv.ParseInt(string(ms), 10, 64)
+		return err == nil && at.UnixMilli() <= n, nil
+	}
+	scopes := [2]string{scopeAll, reads}
+	n := 2
+	if reads == "" {
+		n = 1
+	}
+	for _, sc := range scopes[:n] {
+		v, ok, err := g.store.Get(ctx, invalidKey(conv, sc))
+		if err != nil {
+			return false, fmt.Errorf("antiloop: look up invalidation: %w", err)
+		}
+		if !ok {
+			continue
+		}
+		ms, err := strconv.ParseInt(string(v), 10, 64)
+		if err == nil && at.UnixMilli() <= ms {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Release gives back the claims of a call that Admit let run but that did
@@ -206,11 +321,12 @@ func seen(val []byte, readOnly bool, what string) Decision {
 	if !ok {
 		return Decision{Verdict: Blocked, Reason: reasonStale}
 	}
+	age := max(time.Since(at), 0)
 	if what == "" {
-		what = "same call ran " + formatAge(time.Since(at)) + " ago"
+		what = "same call ran " + FormatAge(age) + " ago"
 	}
 	if readOnly {
-		return Decision{Verdict: Cached, Result: result, Reason: "cached: " + what}
+		return Decision{Verdict: Cached, Result: result, Reason: "cached: " + what, Age: age}
 	}
 	return Decision{Verdict: Blocked, Reason: "not executed: " + what}
 }
@@ -233,7 +349,9 @@ func parseDone(val []byte) (time.Time, []byte, bool) {
 	return time.UnixMilli(n), result, true
 }
 
-func formatAge(d time.Duration) string {
+// FormatAge writes a result's age as the model is told it: milliseconds
+// under a second, whole seconds above.
+func FormatAge(d time.Duration) string {
 	switch {
 	case d < 0:
 		d = 0
@@ -253,6 +371,10 @@ func signatureKey(conv string, sig uint64) string {
 
 func callIDKey(conv, callID string, sig uint64) string {
 	return keyPrefix + "id:" + keyEscaper.Replace(conv) + ":" + keyEscaper.Replace(callID) + ":" + sigHex(sig)
+}
+
+func invalidKey(conv, scope string) string {
+	return keyPrefix + "inv:" + keyEscaper.Replace(conv) + ":" + keyEscaper.Replace(scope)
 }
 
 func sigHex(sig uint64) string {

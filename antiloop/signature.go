@@ -22,3 +22,9 @@ func Signature(name string, args []byte) (uint64, error) {
 	}
 	return xxhash.Sum64(buf), nil
 }
+
+// Hash is the signature of a call whose identity bytes (name, a zero byte,
+// canonical normalised arguments) the tool already built: tools that know
+// what their arguments mean (a path resolved in the sandbox, a default
+// filled in) key a call more precisely than [Signature] can.
+func Hash(identity []byte) uint64 { return xxhash.Sum64(identity) }

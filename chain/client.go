@@ -3,15 +3,17 @@ package chain
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"chainproxy/antiloop"
+	"chainproxy/tools"
 )
 
 // clientTurns answers a request that carries its own tools: the client
 // executes them, so the proxy only offers them (honouring tool_choice),
 // removes duplicate calls from a batch, and refuses to pass on a call the
-// conversation already shows made twice (a client agent stuck in a loop).
+// conversation shows going nowhere (see JudgeClientCalls).
 func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 	offered := r.req.ClientTools
 	tc := r.req.ToolChoice
@@ -27,7 +29,7 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 		}
 	}
 	mustCall := len(offered) > 0 && (tc.Mode == "function" || tc.Mode == "required")
-	history := historySignatures(r.req.Messages)
+	history := ClientHistoryOf(r.req.Messages, r.req.ClientTools)
 	reasked := false
 	for {
 		msg, err := r.call(ctx, s, offered)
@@ -72,7 +74,9 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 			s.msgs = append(s.msgs, Message{Role: "assistant", Content: msg.Content}, Message{Role: "user", Content: loopNote(looping)})
 			continue
 		}
-		// The model insists: explain the loop instead of passing it on.
+		// The model insists: explain the loop instead of passing it on,
+		// and mark the stop in the trace as any stage's.
+		s.stop = StageStoppedRepeat
 		s.content = []string{loopExplanation(looping)}
 		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: s.content[0]}); err != nil {
 			return nil, err
@@ -82,7 +86,7 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 	}
 }
 
-// loopCall is a requested call that the history already shows made twice.
+// loopCall is a requested call that the history shows going nowhere.
 type loopCall struct {
 	call ToolCall
 	ids  []string // tool_call_ids of the earlier results
@@ -90,28 +94,18 @@ type loopCall struct {
 
 // filterClientCalls drops batch duplicates and separates the looping calls,
 // recording both in the trace.
-func (r *run) filterClientCalls(s *stage, calls []ToolCall, history map[uint64][]string) ([]ToolCall, []loopCall) {
+func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistory) ([]ToolCall, []loopCall) {
 	var keep []ToolCall
 	var looping []loopCall
-	seen := map[uint64]bool{}
-	for _, c := range calls {
-		u := ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Status: ToolOK, Result: "returned to the client to execute"}
-		sig, err := antiloop.Signature(c.Name, []byte(c.Arguments))
+	for i, j := range JudgeClientCalls(calls, r.req.ClientTools, history, r.e.cfg.Antiloop.MaxPolls) {
+		c := calls[i]
+		u := ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Status: j.Status, Result: j.Reason}
 		switch {
-		case err != nil:
-			// Malformed arguments: the client's own validation answers it.
+		case j.Status == ToolOK:
+			u.Result = "returned to the client to execute"
 			keep = append(keep, c)
-		case seen[sig]:
-			u.Status, u.Result = ToolDuplicate, "not passed on: same call twice in one response"
-		case len(history[sig]) >= 2:
-			u.Status = ToolBlocked
-			u.Result = "not passed on: the conversation already holds this call's result twice (" + strings.Join(history[sig], ", ") + ")"
-			looping = append(looping, loopCall{call: c, ids: history[sig]})
-		default:
-			keep = append(keep, c)
-		}
-		if err == nil {
-			seen[sig] = true
+		case j.Status == ToolBlocked:
+			looping = append(looping, loopCall{call: c, ids: j.Earlier})
 		}
 		s.st.ToolsUsed = append(s.st.ToolsUsed, u)
 	}
@@ -119,30 +113,113 @@ func (r *run) filterClientCalls(s *stage, calls []ToolCall, history map[uint64][
 	return keep, looping
 }
 
-// historySignatures maps each call signature in the conversation that has a
-// result to the IDs of its results.
-func historySignatures(msgs []Message) map[uint64][]string {
-	answered := map[string]bool{}
+// ClientJudgement is the anti-loop's verdict on one call to a client tool.
+type ClientJudgement struct {
+	// Status is ToolOK (pass it on), ToolDuplicate (the same call is
+	// earlier in the batch) or ToolBlocked (a loop: do not pass it on).
+	Status string
+	// Reason says why, for the trace and the model.
+	Reason string
+	// Earlier are the tool_call_ids of the earlier results of a loop.
+	Earlier []string
+}
+
+// ClientHistory is what a conversation shows of the client-tool calls
+// already made: the results of each call identity, oldest first.
+type ClientHistory map[uint64][]clientResult
+
+type clientResult struct {
+	id, content string
+}
+
+// ClientHistoryOf reads the answered tool calls of msgs, keyed as
+// JudgeClientCalls keys them.
+func ClientHistoryOf(msgs []Message, clientTools []Tool) ClientHistory {
+	results := map[string]string{}
 	for _, m := range msgs {
 		if m.Role == "tool" && m.ToolCallID != "" {
-			answered[m.ToolCallID] = true
+			results[m.ToolCallID] = m.Content
 		}
 	}
-	out := map[uint64][]string{}
+	idf := clientIdentities(clientTools)
+	out := ClientHistory{}
 	for _, m := range msgs {
 		if m.Role != "assistant" {
 			continue
 		}
 		for _, c := range m.ToolCalls {
-			if !answered[c.ID] {
+			res, ok := results[c.ID]
+			if !ok {
 				continue
 			}
-			if sig, err := antiloop.Signature(c.Name, []byte(c.Arguments)); err == nil {
-				out[sig] = append(out[sig], c.ID)
+			if sig, ok := idf.hash(c); ok {
+				out[sig] = append(out[sig], clientResult{id: c.ID, content: res})
 			}
 		}
 	}
 	return out
+}
+
+// JudgeClientCalls applies the anti-loop to a batch of calls the client
+// will execute. Client tools are volatile: a call already made runs again
+// while its result changes, and is a loop when its last two results were
+// the same, or once it ran maxPolls times. Identities fill in the tool
+// schema's defaults and drop null optional fields, as for server tools.
+// Calls whose arguments do not parse are passed on: the client's own
+// validation answers them.
+func JudgeClientCalls(calls []ToolCall, clientTools []Tool, history ClientHistory, maxPolls int) []ClientJudgement {
+	idf := clientIdentities(clientTools)
+	out := make([]ClientJudgement, len(calls))
+	first := map[uint64]string{}
+	for i, c := range calls {
+		out[i].Status = ToolOK
+		sig, ok := idf.hash(c)
+		if !ok {
+			continue
+		}
+		if id, dup := first[sig]; dup {
+			out[i] = ClientJudgement{Status: ToolDuplicate, Reason: "not passed on: same call as " + id + " earlier in this response"}
+			continue
+		}
+		first[sig] = c.ID
+		h := history[sig]
+		ids := make([]string, len(h))
+		for k, r := range h {
+			ids[k] = r.id
+		}
+		switch n := len(h); {
+		case n >= 2 && h[n-1].content == h[n-2].content:
+			out[i] = ClientJudgement{Status: ToolBlocked, Earlier: ids,
+				Reason: "not passed on: the conversation already holds this call's result twice in a row, unchanged (" + strings.Join(ids[n-2:], ", ") + ")"}
+		case n >= maxPolls:
+			out[i] = ClientJudgement{Status: ToolBlocked, Earlier: ids,
+				Reason: "not passed on: this call already ran " + strconv.Itoa(n) + " times in this conversation (antiloop.max_polls)"}
+		}
+	}
+	return out
+}
+
+// identities keys client-tool calls by tool name.
+type identities map[string]func([]byte) ([]byte, error)
+
+func clientIdentities(clientTools []Tool) identities {
+	out := make(identities, len(clientTools))
+	for _, t := range clientTools {
+		out[t.Name] = tools.NewClientIdentity(t.Name, t.Parameters)
+	}
+	return out
+}
+
+func (idf identities) hash(c ToolCall) (uint64, bool) {
+	f, ok := idf[c.Name]
+	if !ok {
+		f = tools.NewClientIdentity(c.Name, nil)
+	}
+	b, err := f([]byte(c.Arguments))
+	if err != nil {
+		return 0, false
+	}
+	return antiloop.Hash(b), true
 }
 
 func mustCallNote(tc ToolChoice, offered []Tool) string {

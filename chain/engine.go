@@ -28,6 +28,9 @@ var ErrUnknownModel = errors.New("unknown model")
 type ToolRunner interface {
 	Specs() []tools.Spec
 	Check(name string, args []byte) error
+	// Key is how the anti-loop identifies a checked call: its identity
+	// bytes (spelling-independent), kind, and what it reads or writes.
+	Key(name string, args []byte) (tools.Key, error)
 	Call(ctx context.Context, name string, args []byte) (string, error)
 }
 
@@ -66,7 +69,6 @@ type Engine struct {
 	byModel    map[string]*Node
 	runner     ToolRunner
 	specs      []Tool
-	readOnly   map[string]bool
 	toolNames  []string
 	guard      *antiloop.Guard
 	classifier *classify.Classifier
@@ -83,7 +85,6 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		nodes:      map[string]*Node{},
 		byModel:    map[string]*Node{},
 		runner:     deps.Tools,
-		readOnly:   map[string]bool{},
 		guard:      deps.Guard,
 		classifier: deps.Classifier,
 		admission:  deps.Admission,
@@ -115,7 +116,6 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	if e.runner != nil {
 		for _, s := range e.runner.Specs() {
 			e.specs = append(e.specs, Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
-			e.readOnly[s.Name] = s.Kind == tools.Deterministic
 			e.toolNames = append(e.toolNames, s.Name)
 		}
 	}

@@ -330,8 +330,9 @@ func TestBatchDuplicates(t *testing.T) {
 		t.Errorf("statuses = %v, want %v", statuses, want)
 	}
 	used := res.Trace.Stages[0].ToolsUsed
-	if used[1].Result != used[0].Result || used[0].Result == "" {
-		t.Errorf("duplicates must carry the executed call's result: %q vs %q", used[1].Result, used[0].Result)
+	// The model is told it is a duplicate, and gets the executed result.
+	if !strings.HasSuffix(used[1].Result, "\n"+used[0].Result) || !strings.HasPrefix(used[1].Result, "[duplicate:") || used[0].Result == "" {
+		t.Errorf("duplicates must say so and carry the executed call's result: %q vs %q", used[1].Result, used[0].Result)
 	}
 }
 

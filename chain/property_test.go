@@ -16,7 +16,8 @@ import (
 	"chainproxy/tools"
 )
 
-// countingRunner counts executions per signature.
+// countingRunner counts executions per call identity: the tool's own key,
+// so that a path or a default spelled differently counts as the same call.
 type countingRunner struct {
 	*tools.Registry
 	mu    sync.Mutex
@@ -24,10 +25,11 @@ type countingRunner struct {
 }
 
 func (c *countingRunner) Call(ctx context.Context, name string, args []byte) (string, error) {
-	sig, err := antiloop.Signature(name, args)
+	key, err := c.Key(name, args)
 	if err != nil {
 		return "", err
 	}
+	sig := antiloop.Hash(key.Identity)
 	c.mu.Lock()
 	c.calls[sig]++
 	c.mu.Unlock()
@@ -36,7 +38,8 @@ func (c *countingRunner) Call(ctx context.Context, name string, args []byte) (st
 
 // TestNoScriptedLoopExecutesACallTwice is the issue's promise, checked over
 // many random scripts: whatever mix of repeated calls, reordered keys,
-// batches and malformed calls a model sends, no call is executed twice in a
+// paths and defaults spelled differently, batches and malformed calls a
+// model sends, no deterministic call is executed twice in a
 // request (one stage uses tools, and the TTL guard covers the rest), the
 // chain stays within its global budget, and it answers.
 func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
@@ -48,6 +51,14 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 		`{name: read_file, raw_args: '{"path":"a.txt","x":1}'}`,
 		`{name: search_files, args: {pattern: alpha, path: "."}}`,
 		`{name: search_files, args: {path: ".", pattern: alpha}}`,
+		`{name: list_dir, args: {path: "./"}}`,
+		`{name: list_dir, args: {path: ""}}`,
+		`{name: read_file, args: {path: ./a.txt}}`,
+		`{name: read_file, args: {path: sub/../a.txt}}`,
+		`{name: read_file, args: {path: "a.txt/"}}`,
+		`{name: search_files, args: {pattern: alpha}}`,
+		`{name: search_files, args: {pattern: alpha, path: "./", regex: false}}`,
+		`{name: search_files, raw_args: '{"pattern":"alpha","regex":null,"path":"."}'}`,
 		`{name: ls, args: {}}`,
 		`{name: read_file, raw_args: '{path'}`,
 	}

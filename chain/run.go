@@ -49,8 +49,9 @@ type stage struct {
 	started  time.Time
 	content  []string // content of each turn, in order
 	evidence []evidence
-	seen     map[uint64]struct{}
+	seen     map[uint64]*seenCall
 	fmtErrs  int
+	idle     int    // turns in a row without progress
 	stop     string // stop status, "" while running
 	reason   string // last reasoning text
 	finish   string // finish reason of the last model call
@@ -215,7 +216,7 @@ func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
 	return &stage{
 		idx: idx, node: node, cfg: cfg, started: time.Now(),
 		st:   StageTrace{Node: node.Name, Model: node.Model, ToolsUsed: []ToolUse{}},
-		seen: map[uint64]struct{}{},
+		seen: map[uint64]*seenCall{},
 	}
 }
 

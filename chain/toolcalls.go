@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,62 +12,22 @@ import (
 	"chainproxy/tools"
 )
 
-// execBatch runs the tool calls of one model response through the guards,
-// in order, and returns the tool messages to feed back. It sets s.stop when a
-// guard ends the stage. Every call gets a tool message, executed or not, so
-// the conversation stays well-formed for the next call.
+// execBatch runs the tool calls of one model response through the guards
+// and returns the tool messages to feed back. The batch is judged as a
+// whole: a repeat in it stops the stage after the batch, but the new calls
+// around it still run, whatever their order. Every call gets a tool
+// message, executed or not, so the conversation stays well-formed for the
+// next call.
 func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Message, error) {
 	cfg := r.e.cfg
 	out := make([]Message, 0, len(calls))
-	uses := make([]ToolUse, len(calls))
-	firstOf := map[uint64]int{} // signature → index of its first call in the batch
-	executed := 0
+	b := batch{calls: calls, uses: make([]ToolUse, len(calls)), firstOf: map[uint64]int{}}
 	for i, c := range calls {
 		start := time.Now()
-		u := &uses[i]
+		u := &b.uses[i]
 		*u = ToolUse{Name: c.Name, Args: argsJSON(c.Arguments)}
-		args := []byte(c.Arguments)
-		var checkErr error
-		if s.stop == "" {
-			checkErr = r.e.runner.Check(c.Name, args)
-		}
-		switch {
-		case s.stop != "":
-			u.Status, u.Result = ToolBlocked, "not executed: the stage stopped ("+s.stop+")"
-		case checkErr != nil:
-			u.Status = ToolError
-			u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", checkErr, strings.Join(r.e.toolNames, ", "))
-			s.fmtErrs++
-			if s.fmtErrs >= cfg.Antiloop.MaxFormatErrors {
-				s.stop = StageStoppedFormatErrors
-			}
-		default:
-			s.fmtErrs = 0
-			sig, err := antiloop.Signature(c.Name, args)
-			if err != nil { // Check accepted it, so this is a bug
-				return nil, fmt.Errorf("signature of %s: %w", c.Name, err)
-			}
-			if j, ok := firstOf[sig]; ok {
-				u.Status, u.Result = ToolDuplicate, uses[j].Result
-				break
-			}
-			firstOf[sig] = i
-			if _, ok := s.seen[sig]; ok {
-				u.Status = ToolBlocked
-				u.Result = "not executed: this exact call was already made in this stage; the stage stops here"
-				s.stop = StageStoppedRepeat
-				break
-			}
-			s.seen[sig] = struct{}{}
-			executed++
-			if executed > cfg.Tools.MaxCallsPerTurn {
-				u.Status = ToolBlocked
-				u.Result = "not executed: more than " + strconv.Itoa(cfg.Tools.MaxCallsPerTurn) + " calls in one turn"
-				break
-			}
-			if err := r.runTool(ctx, c, sig, u); err != nil {
-				return nil, err
-			}
+		if err := r.judge(ctx, s, &b, i); err != nil {
+			return nil, err
 		}
 		u.DurationMS = time.Since(start).Milliseconds()
 		model := tools.Truncate(u.Result, cfg.Tools.MaxResultBytes)
@@ -81,52 +40,130 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 			return nil, err
 		}
 	}
+	if b.repeated && s.stop == "" {
+		s.stop = StageStoppedRepeat
+	}
+	progress(s, b.uses)
 	r.trace.Stages[s.idx] = s.st
 	return out, nil
+}
+
+// judge decides the fate of call i of the batch and, when it may run, runs
+// it; the outcome is written in b.uses[i].
+func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
+	cfg := r.e.cfg
+	c, u := b.calls[i], &b.uses[i]
+	args := []byte(c.Arguments)
+	if err := r.e.runner.Check(c.Name, args); err != nil {
+		u.Status = ToolError
+		u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", err, strings.Join(r.e.toolNames, ", "))
+		s.fmtErrs++
+		if s.fmtErrs >= cfg.Antiloop.MaxFormatErrors && s.stop == "" {
+			s.stop = StageStoppedFormatErrors
+		}
+		return nil
+	}
+	s.fmtErrs = 0
+	key, err := r.e.runner.Key(c.Name, args)
+	if err != nil { // Check accepted it, so this is a bug
+		return fmt.Errorf("identity of %s: %w", c.Name, err)
+	}
+	sig := antiloop.Hash(key.Identity)
+	if j, ok := b.firstOf[sig]; ok {
+		u.Status, u.Result = ToolDuplicate, duplicateNote(b.calls[j].ID)+b.uses[j].Result
+		return nil
+	}
+	b.firstOf[sig] = i
+	prev := s.seen[sig]
+	switch {
+	case prev != nil && key.Kind != tools.Volatile:
+		u.Status, u.Result = ToolBlocked, repeatNote
+		b.repeated = true
+		return nil
+	case prev != nil && prev.runs >= cfg.Antiloop.MaxPolls:
+		u.Status, u.Result = ToolBlocked, pollsNote(prev.runs)
+		b.repeated = true
+		return nil
+	}
+	b.executed++
+	if b.executed > cfg.Tools.MaxCallsPerTurn {
+		// Not recorded as made: asked again next turn, it is a new call.
+		u.Status, u.Result = ToolBlocked, capNote(cfg.Tools.MaxCallsPerTurn)
+		return nil
+	}
+	if prev == nil {
+		prev = &seenCall{kind: key.Kind, reads: key.Reads}
+		s.seen[sig] = prev
+	}
+	prev.runs++
+	if err := r.runTool(ctx, c, sig, key, u); err != nil {
+		return err
+	}
+	switch key.Kind {
+	case tools.Volatile:
+		if prev.runs > 1 && u.Status == ToolOK && u.Result == prev.last {
+			b.repeated = true
+			u.Result += sameResultNote
+		}
+		prev.last = u.Result
+	case tools.Writing:
+		r.invalidate(ctx, s, sig, key)
+	}
+	return nil
 }
 
 // releaseTimeout bounds giving back a cancelled call's claims, which
 // outlives the request that made them.
 const releaseTimeout = 2 * time.Second
 
-// runTool asks the cross-request guards, then executes the call.
-func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, u *ToolUse) error {
-	readOnly := r.e.readOnly[c.Name]
-	d, err := r.e.guard.Admit(ctx, r.req.Conversation, c.ID, sig, readOnly)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+// runTool asks the cross-request guards, then executes the call. Volatile
+// calls skip the guards: their result changes by itself, so a stored one
+// would be stale, and repeating them is what they are for.
+func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key, u *ToolUse) error {
+	guarded := key.Kind != tools.Volatile
+	if guarded {
+		d, err := r.e.guard.AdmitScoped(ctx, r.req.Conversation, c.ID, sig, key.Kind == tools.Deterministic, key.Reads)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			// The store degrades to memory by itself; an error here means
+			// even that failed, and the call is safer not run than run twice.
+			u.Status, u.Result = ToolBlocked, "not executed: anti-loop state unavailable: "+err.Error()
+			return nil
 		}
-		// The store degrades to memory by itself; an error here means even
-		// that failed, and the call is safer not run than run twice.
-		u.Status, u.Result = ToolBlocked, "not executed: anti-loop state unavailable: "+err.Error()
-		return nil
-	}
-	switch d.Verdict {
-	case antiloop.Cached:
-		u.Status, u.Result = ToolCached, string(d.Result)
-		return nil
-	case antiloop.Blocked:
-		u.Status, u.Result = ToolBlocked, d.Reason
-		return nil
+		switch d.Verdict {
+		case antiloop.Cached:
+			u.Status, u.Result = ToolCached, cachedNote(d)+string(d.Result)
+			return nil
+		case antiloop.Blocked:
+			u.Status, u.Result = ToolBlocked, d.Reason+blockedAdvice
+			return nil
+		}
 	}
 	res, err := r.e.runner.Call(ctx, c.Name, []byte(c.Arguments))
 	switch {
 	case err == nil:
 		u.Status, u.Result = ToolOK, res
 	case ctx.Err() != nil:
-		// The client went away mid-call: give the claims back, so that
-		// its retry may run the call rather than find it "pending".
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		if rerr := r.e.guard.Release(rctx, r.req.Conversation, c.ID, sig); rerr != nil {
-			r.logger().Warn("anti-loop release failed", "tool", c.Name, "err", rerr)
+		if guarded {
+			// The client went away mid-call: give the claims back, so
+			// that its retry may run the call rather than find it
+			// "pending".
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			if rerr := r.e.guard.Release(rctx, r.req.Conversation, c.ID, sig); rerr != nil {
+				r.logger().Warn("anti-loop release failed", "tool", c.Name, "err", rerr)
+			}
+			cancel()
 		}
-		cancel()
 		return ctx.Err()
 	case errors.Is(err, tools.ErrBlocked):
 		u.Status, u.Result = ToolBlocked, "blocked: "+err.Error()
 	default:
 		u.Status, u.Result = ToolError, "error: "+err.Error()
+	}
+	if !guarded {
+		return nil
 	}
 	if rerr := r.e.guard.Record(ctx, r.req.Conversation, c.ID, sig, []byte(u.Result)); rerr != nil {
 		r.logger().Warn("anti-loop record failed", "tool", c.Name, "err", rerr)

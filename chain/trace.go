@@ -18,6 +18,11 @@ const (
 	StageFailed              = "failed"
 )
 
+// StageStoppedNoProgress is the status of a stage stopped after several
+// turns in a row whose calls all failed, were refused or repeats, or
+// returned nothing.
+const StageStoppedNoProgress = "stopped_no_progress"
+
 // Tool call statuses in a trace.
 const (
 	ToolOK        = "ok"

@@ -247,6 +247,9 @@ type Antiloop struct {
 	CallIDTTL time.Duration `yaml:"call_id_ttl" json:"call_id_ttl"`
 	// MaxFormatErrors consecutive malformed calls stop a stage.
 	MaxFormatErrors int `yaml:"max_format_errors" json:"max_format_errors"`
+	// MaxPolls is how many times one volatile call (same tool, same
+	// arguments) may run in a stage while its result keeps changing.
+	MaxPolls int `yaml:"max_polls" json:"max_polls"`
 }
 
 // Store selects where anti-loop state and traces live.
@@ -296,6 +299,7 @@ func Default() *Config {
 			SignatureTTL:    30 * time.Second,
 			CallIDTTL:       5 * time.Minute,
 			MaxFormatErrors: 3,
+			MaxPolls:        5,
 		},
 	}
 }
@@ -596,6 +600,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Antiloop.MaxFormatErrors <= 0 {
 		bad("antiloop.max_format_errors", "must be positive, got %d", c.Antiloop.MaxFormatErrors)
+	}
+	if c.Antiloop.MaxPolls <= 0 {
+		bad("antiloop.max_polls", "must be positive, got %d", c.Antiloop.MaxPolls)
 	}
 	if u := c.Store.RedisURL; u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "unix://") {
 		bad("store.redis_url", "want a redis:// URL, got %q", u)

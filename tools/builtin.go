@@ -54,8 +54,8 @@ const searchFilesSchema = `{
   "type": "object",
   "properties": {
     "pattern": {"type": "string", "minLength": 1, "description": "Text to find. Matched as a plain, case-sensitive substring of each line unless regex is true."},
-    "path": {"type": "string", "description": "File or directory to search, relative to the workspace root. Default \".\"."},
-    "regex": {"type": "boolean", "description": "When true, pattern is a Go (RE2) regular expression, e.g. \"(?i)todo|fixme\". Default false."}
+    "path": {"type": "string", "description": "File or directory to search, relative to the workspace root. Default \".\".", "default": "."},
+    "regex": {"type": "boolean", "description": "When true, pattern is a Go (RE2) regular expression, e.g. \"(?i)todo|fixme\". Default false.", "default": false}
   },
   "required": ["pattern"],
   "additionalProperties": false
@@ -71,7 +71,8 @@ func builtins(sb *sandbox) []*tool {
 				Parameters:  json.RawMessage(listDirSchema),
 				Kind:        Deterministic,
 			},
-			run: sb.listDir,
+			run:     sb.listDir,
+			builtin: true,
 		},
 		{
 			spec: Spec{
@@ -80,7 +81,8 @@ func builtins(sb *sandbox) []*tool {
 				Parameters:  json.RawMessage(readFileSchema),
 				Kind:        Deterministic,
 			},
-			run: sb.readFile,
+			run:     sb.readFile,
+			builtin: true,
 		},
 		{
 			spec: Spec{
@@ -90,7 +92,8 @@ func builtins(sb *sandbox) []*tool {
 				Parameters: json.RawMessage(searchFilesSchema),
 				Kind:       Deterministic,
 			},
-			run: sb.searchFiles,
+			run:     sb.searchFiles,
+			builtin: true,
 		},
 	}
 }

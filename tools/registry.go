@@ -4,11 +4,13 @@
 // file built-ins list_dir, read_file and search_files, confined to
 // tools.root through os.Root, and the HTTP tools declared in config. It
 // validates a call's arguments against the tool's JSON Schema before anything
-// runs (Check) and executes calls under a timeout derived from the caller's
-// context (Call).
+// runs (Check), keys each call for the anti-loop by what it does rather than
+// how it is spelled (Key), and executes calls under a timeout derived from
+// the caller's context (Call).
 //
 // The chain imports this package, so it must not import chain or web; it
-// defines its own Spec and TextCall types and any package may import config.
+// defines its own Spec and TextCall types, uses antiloop's canonical JSON,
+// and any package may import config.
 package tools
 
 import (
@@ -20,6 +22,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +96,8 @@ type Registry struct {
 	tools  []*tool
 	byName map[string]*tool
 	names  []string
+	// sb resolves the paths of the file tools, and keys them (Key).
+	sb *sandbox
 }
 
 // tool is one registered tool with its compiled schema and its executor.
@@ -103,6 +108,10 @@ type tool struct {
 	timeout time.Duration
 	// run executes the call; args are validated, normalised JSON text.
 	run func(ctx context.Context, args []byte) (string, error)
+	// builtin marks the sandboxed file tools.
+	builtin bool
+	// ident keys its calls for the anti-loop (Key).
+	ident *identifier
 }
 
 // New builds the registry: the built-ins sandboxed under cfg.Root, then
@@ -123,6 +132,7 @@ func New(cfg config.Tools, client *http.Client) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
+	r.sb = sb
 	for _, b := range builtins(sb) {
 		b.timeout = timeout
 		if err := r.add(b); err != nil {
@@ -154,6 +164,13 @@ func (r *Registry) add(t *tool) error {
 	}
 	t.schema = sch
 	t.props = topLevelProperties(t.spec.Parameters)
+	t.ident = newIdentifier(t.spec.Name, t.spec.Parameters)
+	// The file tools, and writes that name a path, key the path resolved
+	// in the sandbox: "notes.md", "./notes.md" and "docs/../notes.md" are
+	// one file.
+	if (t.builtin || t.spec.Kind == Writing) && slices.Contains(t.props, "path") {
+		t.ident.pathArg = "path"
+	}
 	r.tools = append(r.tools, t)
 	r.byName[t.spec.Name] = t
 	r.names = append(r.names, t.spec.Name)
@@ -236,6 +253,13 @@ func (r *Registry) check(name string, args []byte) (*tool, []byte, error) {
 	if err != nil {
 		return nil, nil, newCallError(ErrBadArguments, "%s: arguments are not valid JSON: %v", name, err)
 	}
+	if obj, ok := doc.(map[string]any); ok && dropNulls(obj, t.ident.required) {
+		// Small models write "field": null for an optional field they
+		// mean to leave out: read it so, rather than as a format error.
+		if args, err = json.Marshal(obj); err != nil {
+			return nil, nil, newCallError(ErrBadArguments, "%s: %v", name, err)
+		}
+	}
 	if err := t.schema.Validate(doc); err != nil {
 		return nil, nil, newCallError(ErrBadArguments, "%s: %s", name, describeValidation(err, t.props))
 	}
@@ -268,6 +292,19 @@ func (r *Registry) Call(ctx context.Context, name string, args []byte) (string, 
 		return "", err
 	}
 	return out, nil
+}
+
+// dropNulls deletes the null members of obj that are not required, and
+// reports whether it deleted any.
+func dropNulls(obj map[string]any, required map[string]bool) bool {
+	dropped := false
+	for k, v := range obj {
+		if v == nil && !required[k] {
+			delete(obj, k)
+			dropped = true
+		}
+	}
+	return dropped
 }
 
 // rootAbs is the absolute form of a configured root, used to map absolute

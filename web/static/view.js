@@ -12,6 +12,7 @@ export const STAGE_STATUS = {
   stopped_repeat: { icon: "⟲", word: "stopped: repeat", tone: "warn" },
   stopped_budget: { icon: "⏱\uFE0E", word: "stopped: budget", tone: "warn" },
   stopped_format_errors: { icon: "⚠\uFE0E", word: "stopped: format errors", tone: "warn" },
+  stopped_no_progress: { icon: "⋯", word: "stopped: no progress", tone: "warn" },
   skipped_offline: { icon: "⊘", word: "skipped: offline", tone: "off" },
   failed: { icon: "✗", word: "failed", tone: "bad" },
   running: { icon: "◌", word: "running", tone: "live" },

@@ -1,0 +1,52 @@
+package chain_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"chainproxy/chain"
+)
+
+// TestJudgeClientCalls: client tools are volatile. A call runs again while
+// its result changes, and is a loop when its last two results were the
+// same or it ran max_polls times; spelling, defaults and nulls do not make
+// a call new.
+func TestJudgeClientCalls(t *testing.T) {
+	tools := []chain.Tool{{Name: "status", Parameters: json.RawMessage(`{"type":"object","properties":{"job":{"type":"string"},"verbose":{"type":"boolean","default":false}}}`)}}
+	history := func(results ...string) []chain.Message {
+		msgs := []chain.Message{{Role: "user", Content: "is it done?"}}
+		for i, r := range results {
+			id := "c" + string(rune('0'+i))
+			msgs = append(msgs,
+				chain.Message{Role: "assistant", ToolCalls: []chain.ToolCall{{ID: id, Name: "status", Arguments: `{"job":"j"}`}}},
+				chain.Message{Role: "tool", ToolCallID: id, Content: r})
+		}
+		return msgs
+	}
+	call := func(id, args string) chain.ToolCall { return chain.ToolCall{ID: id, Name: "status", Arguments: args} }
+	tests := []struct {
+		name    string
+		history []chain.Message
+		calls   []chain.ToolCall
+		want    []string
+	}{
+		{"first call", history(), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolOK}},
+		{"results changing", history("10%", "50%"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolOK}},
+		{"same result twice", history("10%", "10%"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolBlocked}},
+		{"same result twice, call spelled otherwise", history("10%", "10%"), []chain.ToolCall{call("n", `{ "verbose": false, "job": "j", "x": null }`)}, []string{chain.ToolBlocked}},
+		{"an old repeat, then progress", history("10%", "10%", "50%"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolOK}},
+		{"max polls", history("1", "2", "3", "4"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolBlocked}},
+		{"batch duplicate", history(), []chain.ToolCall{call("a", `{"job":"j"}`), call("b", `{"job":"j","verbose":false}`), call("c", `{"job":"k"}`)}, []string{chain.ToolOK, chain.ToolDuplicate, chain.ToolOK}},
+		{"unparsable arguments are passed on", history("1", "1"), []chain.ToolCall{call("n", `{job`)}, []string{chain.ToolOK}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := chain.JudgeClientCalls(tt.calls, tools, chain.ClientHistoryOf(tt.history, tools), 4)
+			for i, j := range got {
+				if j.Status != tt.want[i] {
+					t.Errorf("call %d: status %q (%s), want %q", i, j.Status, j.Reason, tt.want[i])
+				}
+			}
+		})
+	}
+}
