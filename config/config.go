@@ -65,9 +65,10 @@ type Node struct {
 	BaseURL  string `yaml:"base_url" json:"base_url"`
 	Model    string `yaml:"model" json:"model"`
 	APIKey   string `yaml:"api_key" json:"api_key,omitempty"`
-	// TextToolCalls parses tool calls that a small model writes as text,
-	// [TOOL:name:{json}], into real calls.
-	TextToolCalls bool `yaml:"text_tool_calls" json:"text_tool_calls,omitempty"`
+	// TextToolCalls parses tool calls that a small model writes as text
+	// (<tool_call>{…}</tool_call>, a bare JSON call, [TOOL:name:{json}])
+	// into real calls. Nil means on: see TextCalls.
+	TextToolCalls *bool `yaml:"text_tool_calls" json:"text_tool_calls,omitempty"`
 	// Timeout bounds one upstream call, streaming included.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 	// ConnectTimeout bounds establishing the connection; a node that does
@@ -83,6 +84,11 @@ type Node struct {
 	// Mock is the script of a mock node.
 	Mock *MockScript `yaml:"mock" json:"mock,omitempty"`
 }
+
+// TextCalls reports whether the node's text tool calls are parsed: on
+// unless text_tool_calls is false, since small models write them whatever
+// they are served with.
+func (n Node) TextCalls() bool { return n.TextToolCalls == nil || *n.TextToolCalls }
 
 // Concurrency is the node's effective concurrency limit (0 = unlimited).
 func (n Node) Concurrency() int {

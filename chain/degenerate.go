@@ -1,0 +1,243 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A repetition loop is one segment of loopMinRunes characters or more
+// repeated loopMinCopies times or more in a row (issue 10). Shorter
+// periods are not loops: a rule of "=====" or a table's "|---|---|" repeats
+// a few bytes, as real answers do.
+const (
+	loopMinRunes  = 20
+	loopMinCopies = 5
+	// loopMaxPeriod bounds the segment searched for, in bytes, so that the
+	// check of each streamed chunk costs a bounded scan.
+	loopMaxPeriod = 2048
+	// loopTail is how much of the end of the content is looked for earlier.
+	loopTail = 20
+)
+
+// errLoop stops an upstream call whose answer went into a repetition loop:
+// what follows would be more of the same, at the price of tokens.
+var errLoop = errors.New("repetition loop")
+
+// repetition is a repetition loop found at the end of a text.
+type repetition struct {
+	// keep is where the text is cut: after the first occurrence.
+	keep int
+	// seg is the repeated segment's length in characters, copies how many
+	// times it came.
+	seg, copies int
+}
+
+// findLoop reports whether s ends in a repetition loop. It looks for the
+// last loopTail bytes earlier in s: a text that ends p-periodic has them p
+// bytes back. The nearest occurrences are tried first, so the period found
+// is the shortest; a shortest period under loopMinRunes is no loop. It
+// scans at most loopMaxPeriod bytes and allocates nothing, so it can run
+// on every streamed chunk.
+func findLoop(s string) (repetition, bool) {
+	n := len(s)
+	if n < loopMinRunes*loopMinCopies {
+		return repetition{}, false
+	}
+	tail := s[n-loopTail:]
+	lo := max(0, n-loopTail-loopMaxPeriod)
+	hay := s[lo : n-1]
+	for tries := 0; tries < 4; tries++ {
+		j := strings.LastIndex(hay, tail)
+		if j < 0 {
+			return repetition{}, false
+		}
+		p := n - loopTail - (lo + j)
+		if loopMinCopies*p > n {
+			return repetition{}, false
+		}
+		if s[n-loopMinCopies*p:n-p] == s[n-(loopMinCopies-1)*p:] {
+			seg := s[n-p:]
+			if p < loopMinRunes || utf8.RuneCountInString(seg) < loopMinRunes || !hasLetter(seg) {
+				return repetition{}, false
+			}
+			start := n - loopMinCopies*p
+			for start > 0 && s[start-1] == s[start-1+p] {
+				start--
+			}
+			return repetition{keep: start + p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
+		}
+		hay = hay[:j+loopTail-1]
+	}
+	return repetition{}, false
+}
+
+// hasLetter reports whether s has a letter: a repeated run of digits,
+// spaces and punctuation is a table or a drawing, not a model chanting.
+func hasLetter(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// answerGate decides, chunk by chunk, what of a model call's content may be
+// shown to the client as it streams. It holds content back only while it
+// may still turn out not to be an answer: the start of a text tool call,
+// or a verbatim copy of an earlier stage's answer. It finds repetition
+// loops in every call, shown or not.
+type answerGate struct {
+	// calls: text tool calls may come (hold them); bare: as the whole
+	// content too.
+	calls, bare bool
+	// copies are the earlier stages' answers the content may still be
+	// copying, trimmed.
+	copies []string
+	// shown is how many bytes of the content were let through.
+	shown int
+	// loop is the repetition found, if any.
+	loop *repetition
+}
+
+// next takes the content so far and returns what more of it may be shown.
+// It returns errLoop once the content ends in a repetition loop: the call
+// must stop, and its content is cut at g.loop.keep.
+func (g *answerGate) next(content string) (string, error) {
+	if rep, ok := findLoop(content); ok {
+		g.loop = &rep
+		content = content[:rep.keep]
+		return g.release(content, g.safe(content)), errLoop
+	}
+	return g.release(content, g.safe(content)), nil
+}
+
+// safe is how much of content may be shown so far.
+func (g *answerGate) safe(content string) int {
+	if g.shown == 0 && len(g.copies) > 0 {
+		t := strings.TrimSpace(content)
+		alive := g.copies[:0]
+		for _, c := range g.copies {
+			if strings.HasPrefix(c, t) {
+				alive = append(alive, c)
+			}
+		}
+		g.copies = alive
+		if len(alive) > 0 {
+			return 0
+		}
+	}
+	if g.calls {
+		return callSafe(content, g.shown, g.bare)
+	}
+	return len(content)
+}
+
+func (g *answerGate) release(content string, upto int) string {
+	if upto <= g.shown {
+		return ""
+	}
+	out := content[g.shown:upto]
+	g.shown = upto
+	return out
+}
+
+// end returns what is left to show of a call's final content: nothing when
+// it was a copy or only calls, else what was held back. rest is the
+// content without its text calls.
+func (g *answerGate) end(content string, tc textCalls) string {
+	t := strings.TrimSpace(content)
+	for _, c := range g.copies {
+		if c == t {
+			return ""
+		}
+	}
+	if tc.calls == nil && tc.bad == "" {
+		return g.release(content, len(content))
+	}
+	// Calls were taken out: show the text around them that is left, when
+	// what was shown is its start.
+	shown := strings.TrimSpace(content[:g.shown])
+	if !strings.HasPrefix(tc.rest, shown) {
+		return ""
+	}
+	out := tc.rest[len(shown):]
+	g.shown = len(content)
+	return out
+}
+
+// note is the trace's error for a stage whose answer was cut.
+func (rep *repetition) note() string {
+	return fmt.Sprintf("repetition loop: a %d-character segment came %d times in a row; kept its first occurrence", rep.seg, rep.copies)
+}
+
+// judge marks a stage that ended ok degenerate (issue 10) when its answer
+// is empty, was cut out of a repetition loop, or copies an earlier stage's
+// answer word for word. A stage stopped by a guard keeps its status: format
+// errors and repeats say more than what the answer became. The answering
+// stage's empty or copied answer is replaced by the last good stage's.
+func (r *run) judge(s *stage, earlier []*stage) {
+	if s.stop != "" {
+		return
+	}
+	answer := strings.TrimSpace(s.answer())
+	why := ""
+	replace := false
+	switch {
+	case s.loop != nil:
+		why = s.loop.note()
+	case answer == "":
+		why, replace = "empty answer", true
+	default:
+		for _, e := range earlier {
+			if strings.TrimSpace(e.answer()) == answer {
+				why, replace = "verbatim copy of "+e.node.Name+"'s answer", true
+				break
+			}
+		}
+	}
+	if why == "" {
+		return
+	}
+	s.stop = StageDegenerate
+	if replace && s.answers {
+		s.instead = lastGood(earlier)
+		if s.instead != nil {
+			why += "; answered with " + s.instead.node.Name + "'s answer"
+		} else {
+			why += "; no earlier stage had an answer to give instead"
+		}
+	}
+	s.st.Error = why
+}
+
+// lastGood is the last of stages whose answer can stand for a degenerate
+// one: not failed, skipped or degenerate itself, and not empty.
+func lastGood(stages []*stage) *stage {
+	for i := len(stages) - 1; i >= 0; i-- {
+		e := stages[i]
+		switch e.st.Status {
+		case StageFailed, StageSkippedOffline, StageDegenerate:
+			continue
+		}
+		if strings.TrimSpace(e.answer()) != "" {
+			return e
+		}
+	}
+	return nil
+}
+
+// earlierAnswers are the trimmed, non-empty answers of stages, which a
+// streamed answer is held back from the client while it may be copying.
+func earlierAnswers(stages []*stage) []string {
+	var out []string
+	for _, e := range stages {
+		if a := strings.TrimSpace(e.answer()); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
