@@ -53,8 +53,8 @@ type stage struct {
 	fmtErrs  int
 	// badCall is the last call's unreadable text tool call, if any.
 	badCall textCalls
-	stop     string // stop status, "" while running
-	reason   string // last reasoning text
+	stop    string // stop status, "" while running
+	reason  string // last reasoning text
 	// earlier are the answers of the stages before, which the answering
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
