@@ -51,10 +51,8 @@ type stage struct {
 	evidence []evidence
 	seen     map[uint64]struct{}
 	fmtErrs  int
-	// badCall is the last call's unreadable text tool call, if any.
-	badCall textCalls
-	stop    string // stop status, "" while running
-	reason  string // last reasoning text
+	stop     string // stop status, "" while running
+	reason   string // last reasoning text
 	// earlier are the answers of the stages before, which the answering
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
@@ -62,6 +60,8 @@ type stage struct {
 	loop *repetition
 	// instead is the stage whose answer replaces this one's, degenerate.
 	instead *stage
+	// badCall is the last call's unreadable text tool call, if any.
+	badCall textCalls
 }
 
 type stageConfig struct {
