@@ -47,8 +47,14 @@ func findLoop(s string) (repetition, bool) {
 		return repetition{}, false
 	}
 	tail := s[n-loopTail:]
-	lo := max(0, n-loopTail-loopMaxPeriod)
+	// Five copies of p bytes need 5p bytes: a longer period cannot loop yet.
+	lo := max(0, n-loopTail-min(loopMaxPeriod, n/loopMinCopies))
 	hay := s[lo : n-1]
+	if !strings.Contains(hay, tail) {
+		// The common case, prose: Contains is several times faster than
+		// LastIndex, which only runs once the tail did come before.
+		return repetition{}, false
+	}
 	for tries := 0; tries < 4; tries++ {
 		j := strings.LastIndex(hay, tail)
 		if j < 0 {
@@ -108,7 +114,8 @@ type answerGate struct {
 // must stop, and its content is cut at g.loop.keep.
 func (g *answerGate) next(content string) (string, error) {
 	if rep, ok := findLoop(content); ok {
-		g.loop = &rep
+		found := rep // copied here: taking rep's address would move every check's result to the heap
+		g.loop = &found
 		content = content[:rep.keep]
 		return g.release(content, g.safe(content)), errLoop
 	}

@@ -1,0 +1,185 @@
+package chain
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// realAnswer is what a long, legitimate answer looks like: a list whose
+// items share their start, a table with repeated cells, a rule, code.
+var realAnswer = func() string {
+	var b strings.Builder
+	b.WriteString("Here is the comparison you asked for.\n\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&b, "- The configuration file sets option number %d to its default value.\n", i)
+	}
+	b.WriteString("\n| Name | Status | Notes |\n|------|--------|-------|\n")
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&b, "| item%d | ok     | none  |\n", i)
+	}
+	b.WriteString("\n" + strings.Repeat("=", 120) + "\n")
+	b.WriteString(strings.Repeat("|       |       |       |\n", 6))
+	b.WriteString(strings.Repeat("0, 0, 0, 0, 0, 0, 0, 0, 0,\n", 6))
+	b.WriteString("```go\nfor i := range n {\n\tfmt.Println(i)\n}\n```\n")
+	for i := 0; i < 6; i++ {
+		fmt.Fprintf(&b, "Step %d: run the tests again and read the output carefully.\n", i)
+	}
+	return b.String()
+}()
+
+func TestFindLoop(t *testing.T) {
+	sentence := "The sky is blue because of Rayleigh scattering. "
+	tests := []struct {
+		name   string
+		in     string
+		loop   bool
+		keep   string // the text kept, when a loop
+		copies int
+	}{
+		{"short text", "hello", false, "", 0},
+		{"real answer", realAnswer, false, "", 0},
+		{"four copies", "Answer: " + strings.Repeat(sentence, 4), false, "", 0},
+		// The run of copies starts at the space before the first "The": the
+		// text is cut after the first sentence's full stop.
+		{"five copies", "Answer: " + strings.Repeat(sentence, 5), true, "Answer: " + strings.TrimSpace(sentence), 5},
+		{"sixty copies", "Answer: " + strings.Repeat(sentence, 60), true, "Answer: " + strings.TrimSpace(sentence), 60},
+		{"loop cut mid-copy", "Answer: " + strings.Repeat(sentence, 5) + "The sky", true, "Answer: " + strings.TrimSpace(sentence), 5},
+		{"short period is not a loop", "Ha" + strings.Repeat("ha ", 200), false, "", 0},
+		{"19 characters is not a loop", strings.Repeat("abcdefghijklmnopqr ", 10), false, "", 0},
+		{"20 characters is", strings.Repeat("abcdefghijklmnopqrs ", 5), true, "abcdefghijklmnopqrs ", 5},
+		{"no letters", strings.Repeat("| 1 | 2 | 3 | 4 | 5 | 6 |\n", 8), false, "", 0},
+		{"long segment", "x" + strings.Repeat(strings.Repeat("word ", 100)+"end.\n", 5), true, "x" + strings.Repeat("word ", 100) + "end.\n", 5},
+		{"accented", strings.Repeat("Le ciel est bleu à cause de la diffusion. ", 5), true, "Le ciel est bleu à cause de la diffusion. ", 5},
+		{"segment too long to search", strings.Repeat(strings.Repeat("x", loopMaxPeriod)+"y", 5), false, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, ok := findLoop(tt.in)
+			if ok != tt.loop {
+				t.Fatalf("findLoop(…) = %+v, %v; want loop %v", rep, ok, tt.loop)
+			}
+			if !ok {
+				return
+			}
+			if got := tt.in[:rep.keep]; got != tt.keep || rep.copies != tt.copies {
+				t.Errorf("findLoop kept %q (%d copies), want %q (%d)", got, rep.copies, tt.keep, tt.copies)
+			}
+		})
+	}
+}
+
+// TestFindLoopStreamed feeds a real answer and a loop byte by byte, as
+// the smallest chunks a stream can bring: the answer never trips the
+// detector, and the loop is caught at its fifth copy.
+func TestFindLoopStreamed(t *testing.T) {
+	for i := 1; i <= len(realAnswer); i++ {
+		if rep, ok := findLoop(realAnswer[:i]); ok {
+			t.Fatalf("findLoop(realAnswer[:%d]) = %+v: a real answer seen as a loop", i, rep)
+		}
+	}
+	sentence := "I will now check the file again. "
+	loop := strings.Repeat(sentence, 10)
+	for i := 1; i <= len(loop); i++ {
+		if _, ok := findLoop(loop[:i]); ok {
+			if want := 5 * len(sentence); i != want {
+				t.Errorf("loop found after %d bytes, want %d (five copies)", i, want)
+			}
+			return
+		}
+	}
+	t.Error("loop never found")
+}
+
+func TestAnswerGate(t *testing.T) {
+	tests := []struct {
+		name   string
+		gate   answerGate
+		pieces []string
+		// shown is what the stream shows, end included; calls or copies
+		// found at the end show nothing more.
+		shown string
+	}{
+		{"prose streams", answerGate{calls: true, bare: true}, []string{"Hel", "lo ", "world"}, "Hello world"},
+		{"tag held", answerGate{calls: true, bare: true}, []string{"Let me see. <tool", `_call>{"name":"a","arguments":{}}`, "</tool_call>"}, "Let me see. "},
+		{"bare call held", answerGate{calls: true, bare: true}, []string{" {", `"name":"a",`, `"arguments":{}}`}, ""},
+		{"json answer shown at the end", answerGate{calls: true, bare: true}, []string{"{", `"a":1}`}, `{"a":1}`},
+		{"copy held", answerGate{copies: []string{"Same answer."}}, []string{"Same ", "answer.", "\n"}, ""},
+		{"diverging copy released", answerGate{copies: []string{"Same answer."}}, []string{"Same ", "thing, better."}, "Same thing, better."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := tt.gate
+			var content, shown strings.Builder
+			for _, p := range tt.pieces {
+				content.WriteString(p)
+				s, err := g.next(content.String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				shown.WriteString(s)
+			}
+			text := content.String()
+			tc := textCalls{rest: text}
+			if g.calls {
+				tc = parseTextCalls(text, g.bare)
+			}
+			shown.WriteString(g.end(text, tc))
+			if got := shown.String(); got != tt.shown {
+				t.Errorf("shown %q, want %q", got, tt.shown)
+			}
+		})
+	}
+}
+
+// TestAnswerGateLoop streams 60 copies of a sentence token by token: fewer
+// than five copies are shown, and the gate stops the stream.
+func TestAnswerGateLoop(t *testing.T) {
+	sentence := "The answer is in the file notes.md, read it. "
+	var g answerGate
+	var content, shown strings.Builder
+	for i := 0; i < 60; i++ {
+		for _, w := range strings.SplitAfter(sentence, " ") {
+			content.WriteString(w)
+			s, err := g.next(content.String())
+			shown.WriteString(s)
+			if err == errLoop {
+				if n := strings.Count(shown.String(), sentence); n >= 5 {
+					t.Errorf("%d copies shown, want fewer than 5", n)
+				}
+				if got := content.String()[:g.loop.keep]; got != sentence {
+					t.Errorf("kept %q, want %q", got, sentence)
+				}
+				return
+			}
+		}
+	}
+	t.Error("the loop was never stopped")
+}
+
+// BenchmarkAnswerGate is the cost of the gate on the streaming path: a
+// realistic answer delivered in 4-byte chunks, each checked for a loop and
+// a text call. It reports the cost per answer; divide by the chunks.
+func BenchmarkAnswerGate(b *testing.B) {
+	b.ReportAllocs()
+	chunks := (len(realAnswer) + 3) / 4
+	b.ReportMetric(float64(chunks), "chunks/op")
+	for b.Loop() {
+		g := answerGate{calls: true, bare: true}
+		for i := 4; i < len(realAnswer)+4; i += 4 {
+			if _, err := g.next(realAnswer[:min(i, len(realAnswer))]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkFindLoop is one check at the end of a long answer, the worst
+// case of a chunk: the whole search window is scanned.
+func BenchmarkFindLoop(b *testing.B) {
+	b.ReportAllocs()
+	s := strings.Repeat(realAnswer, 4)
+	for b.Loop() {
+		findLoop(s)
+	}
+}
