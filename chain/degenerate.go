@@ -26,29 +26,38 @@ const (
 // what follows would be more of the same, at the price of tokens.
 var errLoop = errors.New("repetition loop")
 
-// repetition is a repetition loop found at the end of a text.
+// repetition is a run of copies of one segment at the end of a text.
 type repetition struct {
-	// keep is where the text is cut: after the first occurrence.
+	// keep is where the text is cut if it is a loop: after the first copy.
 	keep int
-	// seg is the repeated segment's length in characters, copies how many
-	// times it came.
+	// hold is where the fifth copy starts: a streamed answer is held back
+	// from there while it may be one, so that the client never sees five.
+	hold int
+	// seg is the segment's length in characters, copies how many times it
+	// came, whole.
 	seg, copies int
 }
 
-// findLoop reports whether s ends in a repetition loop. It looks for the
-// last loopTail bytes earlier in s: a text that ends p-periodic has them p
-// bytes back. The nearest occurrences are tried first, so the period found
-// is the shortest; a shortest period under loopMinRunes is no loop. It
-// scans at most loopMaxPeriod bytes and allocates nothing, so it can run
-// on every streamed chunk.
-func findLoop(s string) (repetition, bool) {
+// loop reports whether the run is long enough to be a repetition loop.
+func (rep repetition) loop() bool { return rep.copies >= loopMinCopies }
+
+// findRun reports whether s ends in loopMinCopies-1 copies or more of a
+// segment of loopMinRunes characters or more. It looks for the last
+// loopTail bytes earlier in s: a text that ends p-periodic has them p bytes
+// back. The nearest occurrences are tried first, so the period found is the
+// shortest; a shortest period under loopMinRunes is no loop. It scans at
+// most loopMaxPeriod bytes and allocates nothing, so it can run on every
+// streamed chunk.
+func findRun(s string) (repetition, bool) {
+	const least = loopMinCopies - 1
 	n := len(s)
-	if n < loopMinRunes*loopMinCopies {
+	if n < loopMinRunes*least {
 		return repetition{}, false
 	}
 	tail := s[n-loopTail:]
-	// Five copies of p bytes need 5p bytes: a longer period cannot loop yet.
-	lo := max(0, n-loopTail-min(loopMaxPeriod, n/loopMinCopies))
+	// least copies of p bytes need least·p bytes: a longer period cannot
+	// have them yet.
+	lo := max(0, n-loopTail-min(loopMaxPeriod, n/least))
 	hay := s[lo : n-1]
 	if !strings.Contains(hay, tail) {
 		// The common case, prose: Contains is several times faster than
@@ -61,19 +70,19 @@ func findLoop(s string) (repetition, bool) {
 			return repetition{}, false
 		}
 		p := n - loopTail - (lo + j)
-		if loopMinCopies*p > n {
+		if least*p > n {
 			return repetition{}, false
 		}
-		if s[n-loopMinCopies*p:n-p] == s[n-(loopMinCopies-1)*p:] {
+		if s[n-least*p:n-p] == s[n-(least-1)*p:] {
 			seg := s[n-p:]
 			if p < loopMinRunes || utf8.RuneCountInString(seg) < loopMinRunes || !hasLetter(seg) {
 				return repetition{}, false
 			}
-			start := n - loopMinCopies*p
+			start := n - least*p
 			for start > 0 && s[start-1] == s[start-1+p] {
 				start--
 			}
-			return repetition{keep: start + p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
+			return repetition{keep: start + p, hold: start + least*p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
 		}
 		hay = hay[:j+loopTail-1]
 	}
@@ -111,13 +120,21 @@ type answerGate struct {
 
 // next takes the content so far and returns what more of it may be shown.
 // It returns errLoop once the content ends in a repetition loop: the call
-// must stop, and its content is cut at g.loop.keep.
+// must stop, and its content is cut at g.loop.keep. It holds back the
+// content from where a fifth copy would start while the content ends in
+// four.
 func (g *answerGate) next(content string) (string, error) {
-	if rep, ok := findLoop(content); ok {
+	rep, ok := findRun(content)
+	switch {
+	case ok && rep.loop():
 		found := rep // copied here: taking rep's address would move every check's result to the heap
 		g.loop = &found
 		content = content[:rep.keep]
 		return g.release(content, g.safe(content)), errLoop
+	case ok:
+		// Four copies so far: the fifth waits until it is known not to be
+		// one (the text moves on and the run is no longer at its end).
+		return g.release(content, min(rep.hold, g.safe(content))), nil
 	}
 	return g.release(content, g.safe(content)), nil
 }

@@ -28,6 +28,12 @@ var realAnswer = func() string {
 	return b.String()
 }()
 
+// findLoop is findRun reporting loops only.
+func findLoop(s string) (repetition, bool) {
+	rep, ok := findRun(s)
+	return rep, ok && rep.loop()
+}
+
 func TestFindLoop(t *testing.T) {
 	sentence := "The sky is blue because of Rayleigh scattering. "
 	tests := []struct {
@@ -39,6 +45,7 @@ func TestFindLoop(t *testing.T) {
 	}{
 		{"short text", "hello", false, "", 0},
 		{"real answer", realAnswer, false, "", 0},
+		{"four copies then more", "Answer: " + strings.Repeat(sentence, 4) + "And that is all there is to it.", false, "", 0},
 		{"four copies", "Answer: " + strings.Repeat(sentence, 4), false, "", 0},
 		// The run of copies starts at the space before the first "The": the
 		// text is cut after the first sentence's full stop.
@@ -105,6 +112,8 @@ func TestAnswerGate(t *testing.T) {
 		{"bare call held", answerGate{calls: true, bare: true}, []string{" {", `"name":"a",`, `"arguments":{}}`}, ""},
 		{"json answer shown at the end", answerGate{calls: true, bare: true}, []string{"{", `"a":1}`}, `{"a":1}`},
 		{"copy held", answerGate{copies: []string{"Same answer."}}, []string{"Same ", "answer.", "\n"}, ""},
+		{"four copies held then released", answerGate{}, append(strings.SplitAfter(strings.Repeat("Row: the same twenty-odd bytes. ", 4), " "), "Then", " more."),
+			strings.Repeat("Row: the same twenty-odd bytes. ", 4) + "Then more."},
 		{"diverging copy released", answerGate{copies: []string{"Same answer."}}, []string{"Same ", "thing, better."}, "Same thing, better."},
 	}
 	for _, tt := range tests {
@@ -132,20 +141,43 @@ func TestAnswerGate(t *testing.T) {
 	}
 }
 
-// TestAnswerGateLoop streams 60 copies of a sentence token by token: fewer
-// than five copies are shown, and the gate stops the stream.
+// TestAnswerGateLoop streams 60 copies of a sentence token by token, cut
+// after or before the spaces: fewer than five copies are shown, not even
+// the start of the fifth, and the gate stops the stream.
 func TestAnswerGateLoop(t *testing.T) {
 	sentence := "The answer is in the file notes.md, read it. "
+	for _, split := range []func(string, string) []string{strings.SplitAfter, splitBefore} {
+		testGateLoop(t, sentence, split)
+	}
+}
+
+// splitBefore cuts s before each sep, as tokenizers that glue a space to
+// the next word do.
+func splitBefore(s, sep string) []string {
+	var out []string
+	for len(s) > 0 {
+		i := strings.Index(s[1:], sep)
+		if i < 0 {
+			return append(out, s)
+		}
+		out = append(out, s[:i+1])
+		s = s[i+1:]
+	}
+	return out
+}
+
+func testGateLoop(t *testing.T, sentence string, split func(string, string) []string) {
+	t.Helper()
 	var g answerGate
 	var content, shown strings.Builder
 	for i := 0; i < 60; i++ {
-		for _, w := range strings.SplitAfter(sentence, " ") {
+		for _, w := range split(sentence, " ") {
 			content.WriteString(w)
 			s, err := g.next(content.String())
 			shown.WriteString(s)
 			if err == errLoop {
-				if n := strings.Count(shown.String(), sentence); n >= 5 {
-					t.Errorf("%d copies shown, want fewer than 5", n)
+				if got, want := shown.String(), strings.Repeat(sentence, 4); got != want {
+					t.Errorf("shown %q, want four copies", got)
 				}
 				if got := content.String()[:g.loop.keep]; got != sentence {
 					t.Errorf("kept %q, want %q", got, sentence)
@@ -180,6 +212,6 @@ func BenchmarkFindLoop(b *testing.B) {
 	b.ReportAllocs()
 	s := strings.Repeat(realAnswer, 4)
 	for b.Loop() {
-		findLoop(s)
+		findRun(s)
 	}
 }
