@@ -113,6 +113,13 @@ type textRun struct {
 
 func runWire(t *testing.T, provider string, stream bool, scripts map[string][]say) textRun {
 	t.Helper()
+	return runWireAs(t, chain.ModelReflexive, provider, stream, scripts)
+}
+
+// runWireAs is runWire with the request's model: chain/simple answers
+// with OL1, offered the tools.
+func runWireAs(t *testing.T, model, provider string, stream bool, scripts map[string][]say) textRun {
+	t.Helper()
 	var y strings.Builder
 	y.WriteString("nodes:\n")
 	out := textRun{nodes: map[string]node{}}
@@ -160,7 +167,7 @@ func runWire(t *testing.T, provider string, stream bool, scripts map[string][]sa
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out.res, out.err = eng.Run(ctx, &chain.RunRequest{
-		TraceID: "t", Model: chain.ModelReflexive, Conversation: t.Name(),
+		TraceID: "t", Model: model, Conversation: t.Name(),
 		Messages: []chain.Message{{Role: "user", Content: "what is in a.txt?"}},
 	}, emit)
 	out.deltas = deltas.String()
@@ -240,6 +247,43 @@ func TestTextToolCalls(t *testing.T) {
 				}
 				if run.res.Message.Content != m2Text || stream && run.deltas != m2Text {
 					t.Errorf("reply %q, streamed %q; want %q", run.res.Message.Content, run.deltas, m2Text)
+				}
+			})
+		})
+	}
+}
+
+// TestTextToolCallsAnswering: the answering stage, offered tools, streams
+// its prose while holding back its text calls: the client sees the words
+// around a call and the answer, never the call.
+func TestTextToolCallsAnswering(t *testing.T) {
+	tests := []struct {
+		name  string
+		call  []string
+		shown string // what the client sees of the calling turn
+	}{
+		{"qwen tags", []string{"Let me ", "read it.\n<tool", `_call>{"name": "read_file", "arguments": {"path": "a.txt"}}`, "</tool_call>"}, "Let me read it.\n"},
+		{"bare json", []string{" {", `"name":"read_file",`, `"arguments":{"path":"a.txt"}}`}, ""},
+		{"design 003", []string{"Reading. [TO", `OL:read_file:{"path":"a.txt"}]`}, "Reading. "},
+	}
+	const answer = "a.txt holds alpha."
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			forEachWire(t, func(t *testing.T, provider string, stream bool) {
+				run := runWireAs(t, chain.ModelSimple, provider, stream, map[string][]say{
+					"OL1": {{content: tt.call}, {content: []string{answer}}},
+				})
+				if run.err != nil {
+					t.Fatal(run.err)
+				}
+				if got := summarize(run.res.Trace); len(got) != 1 || got[0] != (stageSummary{"ok", "read_file:ok"}) {
+					t.Errorf("stages = %v, want one ok stage that ran read_file", got)
+				}
+				if !strings.HasSuffix(run.res.Message.Content, answer) || strings.Contains(run.res.Message.Content, "read_file") {
+					t.Errorf("reply = %q, want the answer without the call", run.res.Message.Content)
+				}
+				if stream && strings.TrimSpace(run.deltas) != strings.TrimSpace(tt.shown+answer) {
+					t.Errorf("streamed %q, want %q", run.deltas, tt.shown+answer)
 				}
 			})
 		})

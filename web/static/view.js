@@ -14,6 +14,7 @@ export const STAGE_STATUS = {
   stopped_format_errors: { icon: "⚠\uFE0E", word: "stopped: format errors", tone: "warn" },
   skipped_offline: { icon: "⊘", word: "skipped: offline", tone: "off" },
   failed: { icon: "✗", word: "failed", tone: "bad" },
+  degenerate: { icon: "≋", word: "degenerate answer", tone: "warn" },
   running: { icon: "◌", word: "running", tone: "live" },
   cancelled: { icon: "■", word: "cancelled", tone: "off" },
   interrupted: { icon: "■", word: "interrupted", tone: "bad" },
