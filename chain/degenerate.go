@@ -143,14 +143,15 @@ func (g *answerGate) next(content string) (string, error) {
 func (g *answerGate) safe(content string) int {
 	if g.shown == 0 && len(g.copies) > 0 {
 		t := strings.TrimSpace(content)
-		alive := g.copies[:0]
-		for _, c := range g.copies {
-			if strings.HasPrefix(c, t) {
-				alive = append(alive, c)
+		for i := 0; i < len(g.copies); {
+			if strings.HasPrefix(g.copies[i], t) {
+				i++
+				continue
 			}
+			// A new array: the stage's list serves its next calls too.
+			g.copies = append(g.copies[:i:i], g.copies[i+1:]...)
 		}
-		g.copies = alive
-		if len(alive) > 0 {
+		if len(g.copies) > 0 {
 			return 0
 		}
 	}

@@ -141,6 +141,20 @@ func TestAnswerGate(t *testing.T) {
 	}
 }
 
+// TestAnswerGateKeepsEarlier: a gate drops the answers its content
+// diverged from without touching the stage's list, which the stage's next
+// call starts from.
+func TestAnswerGateKeepsEarlier(t *testing.T) {
+	earlier := []string{"First answer.", "Second answer."}
+	g := answerGate{copies: earlier}
+	if _, err := g.next("Second"); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.copies) != 1 || earlier[0] != "First answer." || earlier[1] != "Second answer." {
+		t.Errorf("gate copies %q, stage's list %q; want [Second answer.] and the list untouched", g.copies, earlier)
+	}
+}
+
 // TestAnswerGateLoop streams 60 copies of a sentence token by token, cut
 // after or before the spaces: fewer than five copies are shown, not even
 // the start of the fifth, and the gate stops the stream.
