@@ -41,15 +41,16 @@ type repetition struct {
 // loop reports whether the run is long enough to be a repetition loop.
 func (rep repetition) loop() bool { return rep.copies >= loopMinCopies }
 
-// findRun reports whether s ends in loopMinCopies-1 copies or more of a
-// segment of loopMinRunes characters or more. It looks for the last
+// findRun reports whether s ends in loopMinCopies-2 copies or more of a
+// segment of loopMinRunes characters or more: three copies announce a loop
+// (see answerGate.next). It looks for the last
 // loopTail bytes earlier in s: a text that ends p-periodic has them p bytes
 // back. The nearest occurrences are tried first, so the period found is the
 // shortest; a shortest period under loopMinRunes is no loop. It scans at
 // most loopMaxPeriod bytes and allocates nothing, so it can run on every
 // streamed chunk.
 func findRun(s string) (repetition, bool) {
-	const least = loopMinCopies - 1
+	const least = loopMinCopies - 2
 	n := len(s)
 	if n < loopMinRunes*least {
 		return repetition{}, false
@@ -59,17 +60,23 @@ func findRun(s string) (repetition, bool) {
 	// have them yet.
 	lo := max(0, n-loopTail-min(loopMaxPeriod, n/least))
 	hay := s[lo : n-1]
-	if !strings.Contains(hay, tail) {
-		// The common case, prose: Contains is several times faster than
-		// LastIndex, which only runs once the tail did come before.
-		return repetition{}, false
-	}
-	for tries := 0; tries < 4; tries++ {
-		j := strings.LastIndex(hay, tail)
+	// The last few occurrences of the tail, found with forward searches:
+	// Index is several times faster than LastIndex, and prose rarely has
+	// the tail twice.
+	var near [4]int
+	found := 0
+	for i := 0; ; {
+		j := strings.Index(hay[i:], tail)
 		if j < 0 {
-			return repetition{}, false
+			break
 		}
-		p := n - loopTail - (lo + j)
+		near[found%len(near)] = lo + i + j
+		found++
+		i += j + 1
+	}
+	for k := 0; k < min(found, len(near)); k++ {
+		at := near[(found-1-k)%len(near)] // nearest first
+		p := n - loopTail - at
 		if least*p > n {
 			return repetition{}, false
 		}
@@ -82,9 +89,8 @@ func findRun(s string) (repetition, bool) {
 			for start > 0 && s[start-1] == s[start-1+p] {
 				start--
 			}
-			return repetition{keep: start + p, hold: start + least*p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
+			return repetition{keep: start + p, hold: start + (loopMinCopies-1)*p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
 		}
-		hay = hay[:j+loopTail-1]
 	}
 	return repetition{}, false
 }
@@ -114,6 +120,9 @@ type answerGate struct {
 	copies []string
 	// shown is how many bytes of the content were let through.
 	shown int
+	// check is the content length from which runs must be looked for
+	// again (see next).
+	check int
 	// loop is the repetition found, if any.
 	loop *repetition
 }
@@ -124,7 +133,18 @@ type answerGate struct {
 // content from where a fifth copy would start while the content ends in
 // four.
 func (g *answerGate) next(content string) (string, error) {
+	if len(content) < g.check {
+		// No three copies ended at the last check: four copies of p ≥ 20
+		// bytes cannot end within the next 20 bytes (at the last check, 3p
+		// of them would have been there already), and the fifth starts
+		// later still. A look every 20 bytes or so is enough.
+		return g.release(content, g.safe(content)), nil
+	}
 	rep, ok := findRun(content)
+	g.check = 0
+	if !ok {
+		g.check = len(content) + loopMinRunes
+	}
 	switch {
 	case ok && rep.loop():
 		found := rep // copied here: taking rep's address would move every check's result to the heap

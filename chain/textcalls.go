@@ -235,15 +235,12 @@ func callSafe(content string, from int, bare bool) int {
 			return 0
 		}
 	}
-	for i := from; i < len(content); {
-		j := strings.IndexAny(content[i:], "<[")
-		if j < 0 {
-			break
+	// A plain loop: what is scanned is mostly one streamed token, too
+	// short for IndexAny's set-up to pay.
+	for i := from; i < len(content); i++ {
+		if c := content[i]; (c == '<' || c == '[') && mayStartCall(content[i:]) {
+			return i
 		}
-		if mayStartCall(content[i+j:]) {
-			return i + j
-		}
-		i += j + 1
 	}
 	return len(content)
 }
