@@ -229,3 +229,33 @@ func BenchmarkFindLoop(b *testing.B) {
 		findRun(s)
 	}
 }
+
+// FuzzAnswerGate streams content cut every step bytes: the gate never
+// panics, shows a prefix of the content, and, when it finds a loop, has
+// shown fewer than five copies of the segment and keeps one.
+func FuzzAnswerGate(f *testing.F) {
+	f.Add(strings.Repeat("The sky is blue, said the model again. ", 7), uint8(3), true)
+	f.Add("Let me see <tool_call>{\"name\":\"a\"}</tool_call> done", uint8(1), true)
+	f.Add(realAnswer, uint8(5), false)
+	f.Fuzz(func(t *testing.T, content string, step uint8, calls bool) {
+		g := answerGate{calls: calls, bare: calls}
+		var shown strings.Builder
+		n := int(step%16) + 1
+		for i := n; ; i += n {
+			s, err := g.next(content[:min(i, len(content))])
+			shown.WriteString(s)
+			if err == errLoop {
+				if !strings.HasPrefix(content, shown.String()) || len(shown.String()) > g.loop.hold {
+					t.Fatalf("shown %q past the fifth copy's start %d of %q", shown.String(), g.loop.hold, content)
+				}
+				return
+			}
+			if i >= len(content) {
+				break
+			}
+		}
+		if !strings.HasPrefix(content, shown.String()) {
+			t.Fatalf("shown %q is not a prefix of %q", shown.String(), content)
+		}
+	})
+}
