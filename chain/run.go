@@ -349,10 +349,11 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	// content may still be one; repetition loops are cut in every call.
 	live := s.answers
 	parse := s.node.TextCalls()
-	gate := answerGate{calls: live && parse, bare: len(offered) > 0}
+	fresh := answerGate{calls: live && parse, bare: len(offered) > 0}
 	if live {
-		gate.copies = s.earlier
+		fresh.copies = s.earlier
 	}
+	var gate answerGate
 	var content, reasoning strings.Builder
 	var calls []ToolCall
 	var usage *Usage
@@ -369,6 +370,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	for attempt := 0; ; attempt++ {
 		content.Reset()
 		reasoning.Reset()
+		gate = fresh
 		calls, usage = nil, nil
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
 			content.WriteString(c.Content)
@@ -459,7 +461,8 @@ func (r *run) result(s *stage) (*Result, error) {
 	}
 	if (!r.streamed || replaced) && text != "" {
 		// The answer comes from a stage that did not stream (the stages
-		// after it failed): deliver it whole.
+		// after it failed), or stands for a degenerate one that was held
+		// back: deliver it whole.
 		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: text}); err != nil {
 			return nil, err
 		}
