@@ -28,6 +28,8 @@ type textCalls struct {
 	bad string
 	// badName is the tool name such a call seems to use, "" when unknown.
 	badName string
+	// badText is the start of that call as written, for the model to see.
+	badText string
 }
 
 // parseTextCalls finds the tool calls a model wrote in content:
@@ -90,6 +92,7 @@ func (t *textCalls) fail(why, raw string) {
 		return
 	}
 	t.bad = why
+	t.badText = tools.Truncate(strings.TrimSpace(raw), 300)
 	if m := nameField.FindStringSubmatch(raw); m != nil {
 		t.badName = m[1]
 	} else if m := toolName.FindStringSubmatch(raw); m != nil {
@@ -289,8 +292,8 @@ func (r *run) badTextCall(s *stage, tc textCalls) error {
 	if len(names) > 0 {
 		example = names[0]
 	}
-	note := fmt.Sprintf("error: your tool call could not be read (%s). Write each call as <tool_call>{\"name\": %q, \"arguments\": {…}}</tool_call> with valid JSON, or answer in plain text. Available tools: %s.",
-		tc.bad, example, strings.Join(names, ", "))
+	note := fmt.Sprintf("error: your tool call could not be read (%s). You wrote: %s\nWrite each call as <tool_call>{\"name\": %q, \"arguments\": {…}}</tool_call> with valid JSON, or answer in plain text. Available tools: %s.",
+		tc.bad, tc.badText, example, strings.Join(names, ", "))
 	s.msgs = append(s.msgs, Message{Role: "user", Content: note})
 	s.fmtErrs++
 	if s.fmtErrs >= r.e.cfg.Antiloop.MaxFormatErrors {
