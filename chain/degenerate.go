@@ -43,12 +43,12 @@ func (rep repetition) loop() bool { return rep.copies >= loopMinCopies }
 
 // findRun reports whether s ends in loopMinCopies-2 copies or more of a
 // segment of loopMinRunes characters or more: three copies announce a loop
-// (see answerGate.next). It looks for the last
-// loopTail bytes earlier in s: a text that ends p-periodic has them p bytes
-// back. The nearest occurrences are tried first, so the period found is the
-// shortest; a shortest period under loopMinRunes is no loop. It scans at
-// most loopMaxPeriod bytes and allocates nothing, so it can run on every
-// streamed chunk.
+// (see answerGate.next). It looks for the last loopTail bytes earlier in s:
+// a text that ends p-periodic has them p bytes back. The nearest
+// occurrences are tried first, so the period found is the shortest; a
+// shortest period under loopMinRunes is no loop. It scans at most
+// loopMaxPeriod bytes and allocates nothing, so it can run on streamed
+// chunks.
 func findRun(s string) (repetition, bool) {
 	const least = loopMinCopies - 2
 	n := len(s)
