@@ -191,8 +191,8 @@ func (g *answerGate) release(content string, upto int) string {
 }
 
 // end returns what is left to show of a call's final content: nothing when
-// it was a copy or only calls, else what was held back. rest is the
-// content without its text calls.
+// it was a copy or only calls, else what was held back. tc is what the
+// content held in text calls.
 func (g *answerGate) end(content string, tc textCalls) string {
 	t := strings.TrimSpace(content)
 	for _, c := range g.copies {
