@@ -219,12 +219,12 @@ func (rep *repetition) note() string {
 	return fmt.Sprintf("repetition loop: a %d-character segment came %d times in a row; kept its first occurrence", rep.seg, rep.copies)
 }
 
-// judge marks a stage that ended ok degenerate (issue 10) when its answer
+// judgeAnswer marks a stage that ended ok degenerate (issue 10) when its answer
 // is empty, was cut out of a repetition loop, or copies an earlier stage's
 // answer word for word. A stage stopped by a guard keeps its status: format
 // errors and repeats say more than what the answer became. The answering
 // stage's empty or copied answer is replaced by the last good stage's.
-func (r *run) judge(s *stage, earlier []*stage) {
+func (r *run) judgeAnswer(s *stage, earlier []*stage) {
 	if s.stop != "" {
 		return
 	}

@@ -137,7 +137,7 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 			}
 		}
 		if stageErr == nil {
-			r.judge(s, done)
+			r.judgeAnswer(s, done)
 		}
 		if err := r.endStage(s); err != nil {
 			return nil, err
@@ -210,7 +210,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 		return nil, &Failure{Trace: r.trace, Err: err}
 	}
 	if msg == nil {
-		r.judge(s, nil)
+		r.judgeAnswer(s, nil)
 	}
 	if err := r.endStage(s); err != nil {
 		return nil, err
