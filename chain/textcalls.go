@@ -38,7 +38,8 @@ type textCalls struct {
 // [TOOL:name:{json}], and, when bare is set, content that is only a JSON
 // object or array of {"name","arguments"}. Arguments may be an object or a
 // JSON string holding one. bare is for calls that offer tools: a JSON answer
-// to a call without tools is an answer.
+// to a call without tools is an answer, and there only design 003's exact
+// spelling "[TOOL:" counts, so that prose like "[Tool: hammer]" stays.
 //
 // Content that starts like a call and does not parse is reported in bad,
 // and the call-looking text is left out of rest all the same: raw tags are
@@ -49,7 +50,7 @@ func parseTextCalls(content string, bare bool) textCalls {
 	if strings.Contains(rest, callOpen) {
 		rest = out.tags(rest)
 	}
-	if strings.IndexByte(rest, '[') >= 0 {
+	if bare && strings.IndexByte(rest, '[') >= 0 || strings.Contains(rest, "[TOOL:") {
 		tc, r := tools.ParseTextCalls(rest)
 		for _, c := range tc {
 			out.calls = append(out.calls, ToolCall{Name: c.Name, Arguments: c.Arguments})
@@ -241,7 +242,7 @@ func callSafe(content string, from int, bare bool) int {
 	// A plain loop: what is scanned is mostly one streamed token, too
 	// short for IndexAny's set-up to pay.
 	for i := from; i < len(content); i++ {
-		if c := content[i]; (c == '<' || c == '[') && mayStartCall(content[i:]) {
+		if c := content[i]; (c == '<' || c == '[') && mayStartCall(content[i:], !bare) {
 			return i
 		}
 	}
@@ -256,11 +257,17 @@ func openArray(t string) bool {
 }
 
 // mayStartCall reports whether s, starting with "<" or "[", is or may
-// still become the start of a <tool_call> tag or a [TOOL: marker.
-func mayStartCall(s string) bool {
+// still become the start of a <tool_call> tag or a [TOOL: marker; exact:
+// the marker spelled exactly so (see parseTextCalls).
+func mayStartCall(s string, exact bool) bool {
 	if s[0] == '<' {
 		n := min(len(s), len(callOpen))
 		return s[:n] == callOpen[:n]
+	}
+	if exact {
+		const marker = "[TOOL:"
+		n := min(len(s), len(marker))
+		return s[:n] == marker[:n]
 	}
 	const word = "tool"
 	p := skipJSONSpace(s, 1)

@@ -54,6 +54,11 @@ func TestParseTextCalls(t *testing.T) {
 			[]call{{Name: "list_dir", Arguments: `{"path":"."}`}}, "Looking.", false, ""},
 		{"unfinished design 003", `Looking. [TOOL:list_dir:{"path":"."}`, true, nil, "Looking.", true, "list_dir"},
 		{"markdown link", "See [the docs](https://x) and [tool](y).", true, nil, "See [the docs](https://x) and [tool](y).", false, ""},
+		{"design 003 without tools", `Done. [TOOL:read_file:{"path":"a.txt"}]`, false,
+			[]call{{Name: "read_file", Arguments: `{"path":"a.txt"}`}}, "Done.", false, ""},
+		{"prose marker without tools", "Pick [Tool: hammer] first.", false, nil, "Pick [Tool: hammer] first.", false, ""},
+		{"prose marker with tools is a call", "Pick [Tool: hammer] first.", true,
+			[]call{{Name: "hammer", Arguments: "{}"}}, "Pick  first.", false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +103,8 @@ func TestCallSafe(t *testing.T) {
 		{"TOOL marker", "ok [TOOL:", 0, true, 3},
 		{"link", "ok [to be] done", 0, true, 15},
 		{"from skips shown text", "<tool_call> is a tag. <b", 22, true, 24},
+		{"prose marker without tools", "ok [Tool: x", 0, false, 11},
+		{"exact marker without tools", "ok [TOO", 0, false, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
