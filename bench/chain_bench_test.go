@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,15 +18,23 @@ import (
 	"chainproxy/tools"
 )
 
-// answer is a 60-word answer: the mock streams it as 60 chunks, one per
-// word, as a model streams tokens.
-var answer = strings.Repeat("The chain relays what the model says as it says it. ", 6)
+// answer is a 66-word answer: the mock streams it as 66 chunks, one per
+// word, as a model streams tokens. Its sentences differ, as a real
+// answer's do: one sentence said six times over is a repetition loop,
+// which the chain cuts.
+var answer = func() string {
+	var b strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&b, "The chain relays what model %d says as it says it. ", i)
+	}
+	return b.String()
+}()
 
 // chainConfig is the default three-stage chain over mock nodes that answer
 // at once. With tools, OL1 lists the folder, reads two files, then writes
 // its notes (3 turns); M1 and M2 answer in one turn each.
 func chainConfig(withTools bool) string {
-	ol1 := "        - content: " + strconv.Quote(answer) + "\n"
+	ol1 := "        - content: " + strconv.Quote("OL1: "+answer) + "\n"
 	if withTools {
 		ol1 = `        - tool_calls: [{name: list_dir, args: {path: "."}}]
         - tool_calls: [{name: read_file, args: {path: a.txt}}, {name: read_file, args: {path: b.txt}}]
@@ -41,13 +50,13 @@ nodes:
     provider: mock
     mock:
       turns:
-        - content: ` + strconv.Quote(answer) + `
+        - content: ` + strconv.Quote("M1: "+answer) + `
           reasoning: "M1 thinks about it first."
   - name: M2
     provider: mock
     mock:
       turns:
-        - content: ` + strconv.Quote(answer) + `
+        - content: ` + strconv.Quote("M2: "+answer) + `
 chain:
   simple_node: OL1
 `

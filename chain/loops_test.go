@@ -33,32 +33,32 @@ import (
 // scripted model behaviour and the outcome the chain must give. The format,
 // all of it plain data so that new rows need no code:
 //
-//   - name: what the model does              (the subtest name)
-//     job: [..]          optional: job_status answers these in turn (the last repeats)
-//     client_tools: [..] optional: names of client tools ({"type":"object"} schemas);
-//     the request then goes the client-tool way (simple mode)
-//     history: [..]      optional: messages before the scripted turns:
-//     {role, content, id (tool_call_id), calls: [{id, name, args}]}
-//     requests:          one or more requests, in one conversation, in order
-//   - script:        per node (OL1, M1, M2), its replies in call order;
-//     the last repeats; a node without a script answers
-//     "<node> answer" (M2) or "<node> notes"
-//     OL1:
-//   - content: text the model writes (may hold anything: tags,
-//     JSON, [TOOL:…], a chanted sentence)
-//     calls: [{name, args}]  native tool calls; args is the JSON
-//     text as written (sent verbatim on the OpenAI wire,
-//     decoded to an object on the Ollama wire)
-//     want:
-//     stages: [..]  every stage's status, in order
-//     runs: {tool: n}  how many times each tool really ran, counted
-//     from the start of the row; a tool not named ran 0 times
-//     tools: [..]  optional: the status of every tool call of the
-//     request, all stages flattened, in order
-//     told: {i: s} optional: the text the model received for call i
-//     (same numbering) contains s
-//     answer: s    optional: the final answer contains s
-//     finish: s    optional: the finish reason ("stop" by default)
+//	- name: what the model does              (the subtest name)
+//	  job: [..]           optional: job_status answers these in turn (the last repeats)
+//	  client_tools: [..]  optional: names of client tools ({"type":"object"} schemas);
+//	                      the request then goes the client-tool way
+//	  history: [..]       optional: messages before the scripted turns:
+//	                      {role, content, id (tool_call_id), calls: [{id, name, args}]}
+//	  requests:           one or more requests, in one conversation, in order
+//	    - script:         per node (OL1, M1, M2), its replies in call order; the
+//	                      last repeats; a node without a script answers
+//	                      "<node> answer" (M2) or "<node> notes"
+//	        OL1:
+//	          - content:  text the model writes (may hold anything: tags,
+//	                      JSON, [TOOL:…], a chanted sentence)
+//	            calls: [{name, args}]  native tool calls; args is the JSON text
+//	                      as written (sent verbatim on the OpenAI wire, decoded
+//	                      to an object on the Ollama wire)
+//	      want:
+//	        stages: [..]  every stage's status, in order
+//	        runs: {tool: n}  how many times each tool really ran, counted from
+//	                      the start of the row; a tool not named ran 0 times
+//	        tools: [..]   optional: the status of every tool call of the
+//	                      request, all stages flattened, in order
+//	        told: {i: s}  optional: the text the model received for call i
+//	                      (same numbering) contains s
+//	        answer: s     optional: the final answer contains s
+//	        finish: s     optional: the finish reason ("stop" by default)
 //
 // Every row runs in eight variants: Ollama and OpenAI wire formats,
 // streamed and whole, anti-loop state in memory and in a real Redis.

@@ -55,6 +55,15 @@ type stage struct {
 	stop     string // stop status, "" while running
 	reason   string // last reasoning text
 	finish   string // finish reason of the last model call
+	// earlier are the answers of the stages before, which the answering
+	// stage's stream is held back from while it may be copying one.
+	earlier []string
+	// loop is set when the stage's answer was cut out of a repetition loop.
+	loop *repetition
+	// instead is the stage whose answer replaces this one's, degenerate.
+	instead *stage
+	// badCall is the last call's unreadable text tool call, if any.
+	badCall textCalls
 }
 
 type stageConfig struct {
@@ -105,6 +114,9 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 		}
 		s.allowed = max(s.allowed, 1)
 		s.msgs = r.stageMessages(s, done, i, len(stages))
+		if s.answers {
+			s.earlier = earlierAnswers(done)
+		}
 		if err := r.startStage(s); err != nil {
 			return nil, err
 		}
@@ -128,6 +140,9 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 				}
 				r.stageError(s, stageErr)
 			}
+		}
+		if stageErr == nil {
+			r.judgeAnswer(s, done)
 		}
 		if err := r.endStage(s); err != nil {
 			return nil, err
@@ -203,6 +218,9 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 		}
 		return nil, &Failure{Trace: r.trace, Err: err}
 	}
+	if msg == nil {
+		r.judgeAnswer(s, nil)
+	}
 	if err := r.endStage(s); err != nil {
 		return nil, err
 	}
@@ -274,15 +292,22 @@ func (r *run) turns(ctx context.Context, s *stage) error {
 		if err != nil {
 			return err
 		}
-		if len(msg.ToolCalls) == 0 || len(s.tools) == 0 {
+		if len(s.tools) == 0 || len(msg.ToolCalls) == 0 && s.badCall.bad == "" {
 			return nil
 		}
 		s.msgs = append(s.msgs, msg)
-		results, err := r.execBatch(ctx, s, msg.ToolCalls)
-		if err != nil {
-			return err
+		if len(msg.ToolCalls) > 0 {
+			results, err := r.execBatch(ctx, s, msg.ToolCalls)
+			if err != nil {
+				return err
+			}
+			s.msgs = append(s.msgs, results...)
 		}
-		s.msgs = append(s.msgs, results...)
+		if s.badCall.bad != "" && s.stop == "" {
+			if err := r.badTextCall(s, s.badCall); err != nil {
+				return err
+			}
+		}
 		if s.stop != "" {
 			return nil
 		}
@@ -330,9 +355,15 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		// What follows the call (tools, the next stage) may take time.
 		defer r.req.Idle()
 	}
-	// A node writing tool calls as text must be read whole before any of
-	// it can be shown, or the raw [TOOL:…] would reach the client.
-	live := s.answers && !(s.node.TextToolCalls && len(offered) > 0)
+	// Text tool calls and copies of earlier answers are held back while the
+	// content may still be one; repetition loops are cut in every call.
+	live := s.answers
+	parse := s.node.TextCalls()
+	fresh := answerGate{calls: live && parse, bare: len(offered) > 0}
+	if live {
+		fresh.copies = s.earlier
+	}
+	var gate answerGate
 	var content, reasoning strings.Builder
 	var calls []ToolCall
 	var usage *Usage
@@ -350,6 +381,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	for attempt := 0; ; attempt++ {
 		content.Reset()
 		reasoning.Reset()
+		gate = fresh
 		calls, usage, finish = nil, nil, ""
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
 			content.WriteString(c.Content)
@@ -361,15 +393,26 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			if c.Usage != nil {
 				usage = c.Usage
 			}
-			if live && (c.Content != "" || c.Reasoning != "") {
+			var show string
+			var loopErr error
+			if c.Content != "" {
+				show, loopErr = gate.next(content.String())
+			}
+			if live && (show != "" || c.Reasoning != "") {
 				sent = true
-				if c.Content != "" {
+				if show != "" {
 					r.streamed = true
 				}
-				return r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: c.Content, Reasoning: c.Reasoning})
+				if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: show, Reasoning: c.Reasoning}); err != nil {
+					return err
+				}
 			}
-			return nil
+			return loopErr
 		})
+		if errors.Is(err, errLoop) {
+			// Stopped on purpose: the answer is what came before the loop.
+			err = nil
+		}
 		// Batch requests ride out a node restarting (design 001: retry
 		// with backoff); interactive ones fail fast. Never once the client
 		// has seen part of the answer: a retry would repeat it.
@@ -387,14 +430,30 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	if err != nil {
 		return Message{}, err
 	}
-	msg := Message{Role: "assistant", Content: content.String(), ToolCalls: calls}
-	if s.node.TextToolCalls && len(offered) > 0 {
-		msg = parseTextCalls(msg)
-		if live && msg.Content != "" {
-			r.streamed = true
-			if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: msg.Content}); err != nil {
-				return Message{}, err
-			}
+	text := content.String()
+	if gate.loop != nil {
+		text = text[:gate.loop.keep]
+		s.loop = gate.loop
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", gate.loop.seg, "copies", gate.loop.copies)
+	}
+	msg := Message{Role: "assistant", Content: text, ToolCalls: calls}
+	var tc textCalls
+	if parse {
+		// Without tools offered a call cannot run, but its raw text is no
+		// answer either: it is dropped.
+		tc = parseTextCalls(text, len(offered) > 0)
+		msg.Content = tc.rest
+		if len(offered) > 0 {
+			msg.ToolCalls = append(msg.ToolCalls, tc.calls...)
+		} else {
+			tc.bad = ""
+		}
+	}
+	s.badCall = tc
+	if show := gate.end(text, tc); live && show != "" {
+		r.streamed = true
+		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: show}); err != nil {
+			return Message{}, err
 		}
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
@@ -412,9 +471,14 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 // result builds the client's answer from the answering stage.
 func (r *run) result(s *stage) (*Result, error) {
 	text := s.answer()
-	if !r.streamed && text != "" {
+	replaced := s.instead != nil
+	if replaced {
+		text = s.instead.answer()
+	}
+	if (!r.streamed || replaced) && text != "" {
 		// The answer comes from a stage that did not stream (the stages
-		// after it failed): deliver it whole.
+		// after it failed), or stands for a degenerate one that was held
+		// back: deliver it whole.
 		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: text}); err != nil {
 			return nil, err
 		}

@@ -183,16 +183,3 @@ func argsJSON(args string) json.RawMessage {
 	b, _ := json.Marshal(args)
 	return b
 }
-
-// parseTextCalls turns [TOOL:name:{json}] written in content into calls.
-func parseTextCalls(m Message) Message {
-	calls, rest := tools.ParseTextCalls(m.Content)
-	if len(calls) == 0 {
-		return m
-	}
-	m.Content = rest
-	for _, c := range calls {
-		m.ToolCalls = append(m.ToolCalls, ToolCall{Name: c.Name, Arguments: c.Arguments})
-	}
-	return m
-}

@@ -16,6 +16,9 @@ const (
 	StageStoppedFormatErrors = "stopped_format_errors"
 	StageSkippedOffline      = "skipped_offline"
 	StageFailed              = "failed"
+	// StageDegenerate: the stage answered, but emptily, in a repetition
+	// loop, or by copying an earlier stage's answer (see the stage's error).
+	StageDegenerate = "degenerate"
 )
 
 // StageStoppedNoProgress is the status of a stage stopped after several

@@ -81,9 +81,10 @@ type Node struct {
 	BaseURL  string `yaml:"base_url" json:"base_url"`
 	Model    string `yaml:"model" json:"model"`
 	APIKey   string `yaml:"api_key" json:"api_key,omitempty"`
-	// TextToolCalls parses tool calls that a small model writes as text,
-	// [TOOL:name:{json}], into real calls.
-	TextToolCalls bool `yaml:"text_tool_calls" json:"text_tool_calls,omitempty"`
+	// TextToolCalls parses tool calls that a small model writes as text
+	// (<tool_call>{…}</tool_call>, a bare JSON call, [TOOL:name:{json}])
+	// into real calls. Nil means on: see TextCalls.
+	TextToolCalls *bool `yaml:"text_tool_calls" json:"text_tool_calls,omitempty"`
 	// Timeout bounds one upstream call, streaming included.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 	// ConnectTimeout bounds establishing the connection; a node that does
@@ -106,6 +107,11 @@ type Node struct {
 	// model ("tools", "completion", …), for servers that report nothing.
 	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
 }
+
+// TextCalls reports whether the node's text tool calls are parsed: on
+// unless text_tool_calls is false, since small models write them whatever
+// they are served with.
+func (n Node) TextCalls() bool { return n.TextToolCalls == nil || *n.TextToolCalls }
 
 // Concurrency is the node's effective concurrency limit (0 = unlimited).
 func (n Node) Concurrency() int {

@@ -11,9 +11,10 @@ import (
 	"chainproxy/tools"
 )
 
-// TestDemoScenariosTellTheTruth: in the demo's loop and format scenarios,
-// OL1 really ends as the answer says, and M2's answer says so.
-func TestDemoScenariosTellTheTruth(t *testing.T) {
+// demoEngine is the engine -demo runs, on a fresh demo workspace, with the
+// mock nodes' delays removed: the tests check the scripts, not their pace.
+func demoEngine(t *testing.T) *chain.Engine {
+	t.Helper()
 	cfg, err := demoConfig("")
 	if err != nil {
 		t.Fatal(err)
@@ -21,7 +22,10 @@ func TestDemoScenariosTellTheTruth(t *testing.T) {
 	if cfg.Tools.Root, err = demoWorkspace(); err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(cfg.Tools.Root)
+	t.Cleanup(func() { os.RemoveAll(cfg.Tools.Root) })
+	for i := range cfg.Nodes {
+		cfg.Nodes[i].Mock.Delay, cfg.Nodes[i].Mock.ChunkDelay = 0, 0
+	}
 	reg, err := tools.New(cfg.Tools, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +35,13 @@ func TestDemoScenariosTellTheTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return eng
+}
+
+// TestDemoScenariosTellTheTruth: in the demo's loop and format scenarios,
+// OL1 really ends as the answer says, and M2's answer says so.
+func TestDemoScenariosTellTheTruth(t *testing.T) {
+	eng := demoEngine(t)
 	tests := []struct {
 		question   string
 		ol1Status  string
@@ -59,6 +70,46 @@ func TestDemoScenariosTellTheTruth(t *testing.T) {
 				if !strings.Contains(res.Message.Content, w) {
 					t.Errorf("M2's answer %q does not say %q", res.Message.Content, w)
 				}
+			}
+		})
+	}
+}
+
+// TestDemoDegenerateScenarios plays the demo's "chant" and "echo" scripts
+// through the engine: M2's answer is degenerate in both, cut after its
+// first sentence in one and replaced by M1's synthesis in the other.
+func TestDemoDegenerateScenarios(t *testing.T) {
+	eng := demoEngine(t)
+	tests := []struct {
+		msg, reply, errPrefix string
+	}{
+		{"chant about the plan", "The plan covers the first risk and the second risk still needs a rollback step. ", "repetition loop"},
+		{"echo the plan", "Synthesis: notes.md states the goals", "verbatim copy of M1's answer; answered with M1's answer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.msg, func(t *testing.T) {
+			var streamed strings.Builder
+			res, err := eng.Run(t.Context(), &chain.RunRequest{
+				TraceID: "t", Model: chain.ModelReflexive, Conversation: tt.msg,
+				Messages: []chain.Message{{Role: "user", Content: tt.msg}},
+			}, func(ev chain.Event) error {
+				if ev.Kind == chain.EventDelta {
+					streamed.WriteString(ev.Content)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m2 := res.Trace.Stages[2]
+			if m2.Status != chain.StageDegenerate || !strings.HasPrefix(m2.Error, tt.errPrefix) {
+				t.Errorf("M2 = %s (%q), want degenerate (%q…)", m2.Status, m2.Error, tt.errPrefix)
+			}
+			if !strings.HasPrefix(res.Message.Content, tt.reply) {
+				t.Errorf("reply = %q, want %q…", res.Message.Content, tt.reply)
+			}
+			if n := strings.Count(streamed.String(), "rollback step."); n >= 5 {
+				t.Errorf("the client saw %d copies", n)
 			}
 		})
 	}

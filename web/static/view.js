@@ -15,6 +15,7 @@ export const STAGE_STATUS = {
   stopped_no_progress: { icon: "⋯", word: "stopped: no progress", tone: "warn" },
   skipped_offline: { icon: "⊘", word: "skipped: offline", tone: "off" },
   failed: { icon: "✗", word: "failed", tone: "bad" },
+  degenerate: { icon: "≋", word: "degenerate answer", tone: "warn" },
   running: { icon: "◌", word: "running", tone: "live" },
   cancelled: { icon: "■", word: "cancelled", tone: "off" },
   interrupted: { icon: "■", word: "interrupted", tone: "bad" },

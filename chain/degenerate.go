@@ -1,0 +1,288 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A repetition loop is one segment of loopMinRunes characters or more
+// repeated loopMinCopies times or more in a row (issue 10). Shorter
+// periods are not loops: a rule of "=====" or a table's "|---|---|" repeats
+// a few bytes, as real answers do.
+const (
+	loopMinRunes  = 20
+	loopMinCopies = 5
+	// loopMaxPeriod bounds the segment searched for, in bytes, so that the
+	// check of each streamed chunk costs a bounded scan.
+	loopMaxPeriod = 2048
+	// loopTail is how much of the end of the content is looked for earlier.
+	loopTail = 20
+)
+
+// errLoop stops an upstream call whose answer went into a repetition loop:
+// what follows would be more of the same, at the price of tokens.
+var errLoop = errors.New("repetition loop")
+
+// repetition is a run of copies of one segment at the end of a text.
+type repetition struct {
+	// keep is where the text is cut if it is a loop: after the first copy.
+	keep int
+	// hold is where the fifth copy starts: a streamed answer is held back
+	// from there while it may be one, so that the client never sees five.
+	hold int
+	// seg is the segment's length in characters, copies how many times it
+	// came, whole.
+	seg, copies int
+}
+
+// loop reports whether the run is long enough to be a repetition loop.
+func (rep repetition) loop() bool { return rep.copies >= loopMinCopies }
+
+// findRun reports whether s ends in loopMinCopies-2 copies or more of a
+// segment of loopMinRunes characters or more: three copies announce a loop
+// (see answerGate.next). It looks for the last loopTail bytes earlier in s:
+// a text that ends p-periodic has them p bytes back. The nearest
+// occurrences are tried first, so the period found is the shortest; a
+// shortest period under loopMinRunes is no loop. It scans at most
+// loopMaxPeriod bytes and allocates nothing, so it can run on streamed
+// chunks.
+func findRun(s string) (repetition, bool) {
+	const least = loopMinCopies - 2
+	n := len(s)
+	if n < loopMinRunes*least {
+		return repetition{}, false
+	}
+	tail := s[n-loopTail:]
+	// least copies of p bytes need least·p bytes: a longer period cannot
+	// have them yet.
+	lo := max(0, n-loopTail-min(loopMaxPeriod, n/least))
+	hay := s[lo : n-1]
+	// The last few occurrences of the tail, found with forward searches:
+	// Index is several times faster than LastIndex, and prose rarely has
+	// the tail twice.
+	var near [4]int
+	found := 0
+	for i := 0; ; {
+		j := strings.Index(hay[i:], tail)
+		if j < 0 {
+			break
+		}
+		near[found%len(near)] = lo + i + j
+		found++
+		i += j + 1
+	}
+	for k := 0; k < min(found, len(near)); k++ {
+		at := near[(found-1-k)%len(near)] // nearest first
+		p := n - loopTail - at
+		if least*p > n {
+			return repetition{}, false
+		}
+		if s[n-least*p:n-p] == s[n-(least-1)*p:] {
+			seg := s[n-p:]
+			if p < loopMinRunes || utf8.RuneCountInString(seg) < loopMinRunes || !hasLetter(seg) {
+				return repetition{}, false
+			}
+			start := n - least*p
+			for start > 0 && s[start-1] == s[start-1+p] {
+				start--
+			}
+			return repetition{keep: start + p, hold: start + (loopMinCopies-1)*p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
+		}
+	}
+	return repetition{}, false
+}
+
+// hasLetter reports whether s has a letter: a repeated run of digits,
+// spaces and punctuation is a table or a drawing, not a model chanting.
+func hasLetter(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// answerGate decides, chunk by chunk, what of a model call's content may be
+// shown to the client as it streams. It holds content back only while it
+// may still turn out not to be an answer: the start of a text tool call,
+// or a verbatim copy of an earlier stage's answer. It finds repetition
+// loops in every call, shown or not.
+type answerGate struct {
+	// calls: text tool calls may come (hold them); bare: as the whole
+	// content too.
+	calls, bare bool
+	// copies are the earlier stages' answers the content may still be
+	// copying, trimmed.
+	copies []string
+	// shown is how many bytes of the content were let through.
+	shown int
+	// check is the content length from which runs must be looked for
+	// again (see next).
+	check int
+	// loop is the repetition found, if any.
+	loop *repetition
+}
+
+// next takes the content so far and returns what more of it may be shown.
+// It returns errLoop once the content ends in a repetition loop: the call
+// must stop, and its content is cut at g.loop.keep. It holds back the
+// content from where a fifth copy would start while the content ends in
+// four.
+func (g *answerGate) next(content string) (string, error) {
+	if len(content) < g.check {
+		// No three copies ended at the last check: four copies of p ≥ 20
+		// bytes cannot end within the next 20 bytes (at the last check, 3p
+		// of them would have been there already), and the fifth starts
+		// later still. A look every 20 bytes or so is enough.
+		return g.release(content, g.safe(content)), nil
+	}
+	rep, ok := findRun(content)
+	g.check = 0
+	if !ok {
+		g.check = len(content) + loopMinRunes
+	}
+	switch {
+	case ok && rep.loop():
+		found := rep // copied here: taking rep's address would move every check's result to the heap
+		g.loop = &found
+		content = content[:rep.keep]
+		return g.release(content, g.safe(content)), errLoop
+	case ok:
+		// Four copies so far: the fifth waits until it is known not to be
+		// one (the text moves on and the run is no longer at its end).
+		return g.release(content, min(rep.hold, g.safe(content))), nil
+	}
+	return g.release(content, g.safe(content)), nil
+}
+
+// safe is how much of content may be shown so far.
+func (g *answerGate) safe(content string) int {
+	if g.shown == 0 && len(g.copies) > 0 {
+		t := strings.TrimSpace(content)
+		for i := 0; i < len(g.copies); {
+			if strings.HasPrefix(g.copies[i], t) {
+				i++
+				continue
+			}
+			// A new array: the stage's list serves its next calls too.
+			g.copies = append(g.copies[:i:i], g.copies[i+1:]...)
+		}
+		if len(g.copies) > 0 {
+			return 0
+		}
+	}
+	if g.calls {
+		return callSafe(content, g.shown, g.bare)
+	}
+	return len(content)
+}
+
+func (g *answerGate) release(content string, upto int) string {
+	if upto <= g.shown {
+		return ""
+	}
+	out := content[g.shown:upto]
+	g.shown = upto
+	return out
+}
+
+// end returns what is left to show of a call's final content: nothing when
+// it was a copy or only calls, else what was held back. tc is what the
+// content held in text calls.
+func (g *answerGate) end(content string, tc textCalls) string {
+	t := strings.TrimSpace(content)
+	for _, c := range g.copies {
+		if c == t {
+			return ""
+		}
+	}
+	if tc.calls == nil && tc.bad == "" {
+		return g.release(content, len(content))
+	}
+	// Calls were taken out: show the text around them that is left, when
+	// what was shown is its start.
+	shown := strings.TrimSpace(content[:g.shown])
+	if !strings.HasPrefix(tc.rest, shown) {
+		return ""
+	}
+	out := tc.rest[len(shown):]
+	g.shown = len(content)
+	return out
+}
+
+// note is the trace's error for a stage whose answer was cut.
+func (rep *repetition) note() string {
+	return fmt.Sprintf("repetition loop: a %d-character segment came %d times in a row; kept its first occurrence", rep.seg, rep.copies)
+}
+
+// judgeAnswer marks a stage that ended ok degenerate (issue 10) when its answer
+// is empty, was cut out of a repetition loop, or copies an earlier stage's
+// answer word for word. A stage stopped by a guard keeps its status: format
+// errors and repeats say more than what the answer became. The answering
+// stage's empty or copied answer is replaced by the last good stage's.
+func (r *run) judgeAnswer(s *stage, earlier []*stage) {
+	if s.stop != "" {
+		return
+	}
+	answer := strings.TrimSpace(s.answer())
+	why := ""
+	replace := false
+	switch {
+	case s.loop != nil:
+		why = s.loop.note()
+	case answer == "":
+		why, replace = "empty answer", true
+	default:
+		for _, e := range earlier {
+			if strings.TrimSpace(e.answer()) == answer {
+				why, replace = "verbatim copy of "+e.node.Name+"'s answer", true
+				break
+			}
+		}
+	}
+	if why == "" {
+		return
+	}
+	s.stop = StageDegenerate
+	if replace && s.answers {
+		s.instead = lastGood(earlier)
+		if s.instead != nil {
+			why += "; answered with " + s.instead.node.Name + "'s answer"
+		} else {
+			why += "; no earlier stage had an answer to give instead"
+		}
+	}
+	s.st.Error = why
+}
+
+// lastGood is the last of stages whose answer can stand for a degenerate
+// one: not failed, skipped or degenerate itself, and not empty.
+func lastGood(stages []*stage) *stage {
+	for i := len(stages) - 1; i >= 0; i-- {
+		e := stages[i]
+		switch e.st.Status {
+		case StageFailed, StageSkippedOffline, StageDegenerate:
+			continue
+		}
+		if strings.TrimSpace(e.answer()) != "" {
+			return e
+		}
+	}
+	return nil
+}
+
+// earlierAnswers are the trimmed, non-empty answers of stages, which a
+// streamed answer is held back from the client while it may be copying.
+func earlierAnswers(stages []*stage) []string {
+	var out []string
+	for _, e := range stages {
+		if a := strings.TrimSpace(e.answer()); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}

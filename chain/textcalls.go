@@ -1,0 +1,317 @@
+package chain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"chainproxy/tools"
+)
+
+// The tags Qwen and Hermes-style models wrap a tool call in when the server
+// does not parse them (a chat template without a tool parser).
+const (
+	callOpen  = "<tool_call>"
+	callClose = "</tool_call>"
+)
+
+// textCalls is what a model's content held in the way of text tool calls.
+type textCalls struct {
+	calls []ToolCall
+	// rest is the content without the calls, trimmed.
+	rest string
+	// bad says why content that looks like a call could not be read; ""
+	// when there was none.
+	bad string
+	// badName is the tool name such a call seems to use, "" when unknown.
+	badName string
+	// badText is the start of that call as written, for the model to see.
+	badText string
+}
+
+// parseTextCalls finds the tool calls a model wrote in content:
+// <tool_call>{"name":…,"arguments":…}</tool_call> (one or more, with text
+// around them; a missing closing tag at the end is tolerated), design 003's
+// [TOOL:name:{json}], and, when bare is set, content that is only a JSON
+// object or array of {"name","arguments"}. Arguments may be an object or a
+// JSON string holding one. bare is for calls that offer tools: a JSON answer
+// to a call without tools is an answer, and there only design 003's exact
+// spelling "[TOOL:" counts, so that prose like "[Tool: hammer]" stays.
+//
+// Content that starts like a call and does not parse is reported in bad,
+// and the call-looking text is left out of rest all the same: raw tags are
+// never an answer.
+func parseTextCalls(content string, bare bool) textCalls {
+	var out textCalls
+	rest := content
+	if strings.Contains(rest, callOpen) {
+		rest = out.tags(rest)
+	}
+	if bare && strings.IndexByte(rest, '[') >= 0 || strings.Contains(rest, "[TOOL:") {
+		tc, r := tools.ParseTextCalls(rest)
+		for _, c := range tc {
+			out.calls = append(out.calls, ToolCall{Name: c.Name, Arguments: c.Arguments})
+		}
+		rest = r
+		if loc := toolMarker.FindStringIndex(rest); loc != nil {
+			// An unfinished [TOOL:…]: drop it with what follows.
+			out.fail("a [TOOL:name:{json}] call is not finished", rest[loc[0]:])
+			rest = rest[:loc[0]]
+		}
+	}
+	if bare && len(out.calls) == 0 && out.bad == "" {
+		t := strings.TrimSpace(rest)
+		if t != "" && (t[0] == '{' || t[0] == '[') {
+			calls, err := decodeCalls(t)
+			switch {
+			case err == nil:
+				out.calls, rest = calls, ""
+			case errors.Is(err, errNotCall):
+			case callShaped(t):
+				out.fail(err.Error(), t)
+				rest = ""
+			}
+		}
+	}
+	out.rest = rest
+	if len(out.calls) > 0 || out.bad != "" || len(rest) != len(content) {
+		out.rest = strings.TrimSpace(rest)
+	}
+	return out
+}
+
+// toolMarker is the start of a [TOOL:…] call, spelled as tools.ParseTextCalls
+// accepts it.
+var toolMarker = regexp.MustCompile(`(?i)\[\s*tool\s*:`)
+
+// fail records the first call that could not be read.
+func (t *textCalls) fail(why, raw string) {
+	if t.bad != "" {
+		return
+	}
+	t.bad = why
+	t.badText = tools.Truncate(strings.TrimSpace(raw), 300)
+	if m := nameField.FindStringSubmatch(raw); m != nil {
+		t.badName = m[1]
+	} else if m := toolName.FindStringSubmatch(raw); m != nil {
+		t.badName = m[1]
+	}
+}
+
+var (
+	nameField = regexp.MustCompile(`"name"\s*:\s*"([A-Za-z0-9_.-]{1,64})"`)
+	toolName  = regexp.MustCompile(`(?i)\[\s*tool\s*:\s*([A-Za-z0-9_-]{1,64})`)
+)
+
+// tags takes the <tool_call> calls out of s and returns the rest. A tag
+// whose body does not start with "{" or "[" is prose about the tag, not a
+// call, and stays.
+func (t *textCalls) tags(s string) string {
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(s); {
+		j := strings.Index(s[i:], callOpen)
+		if j < 0 {
+			break
+		}
+		start := i + j
+		body := start + len(callOpen)
+		k := body + len(s[body:]) - len(strings.TrimLeft(s[body:], jsonSpace))
+		if k < len(s) && s[k] != '{' && s[k] != '[' {
+			i = body
+			continue
+		}
+		end := len(s)
+		inner := s[body:]
+		if c := strings.Index(inner, callClose); c >= 0 {
+			inner, end = inner[:c], body+c+len(callClose)
+		}
+		calls, err := decodeCalls(strings.TrimSpace(inner))
+		if err != nil {
+			t.fail("the call in <tool_call> could not be read: "+err.Error(), inner)
+		}
+		t.calls = append(t.calls, calls...)
+		b.WriteString(s[last:start])
+		last, i = end, end
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+const jsonSpace = " \t\r\n"
+
+// errNotCall: valid JSON, but not the shape of a call.
+var errNotCall = errors.New("not a tool call")
+
+// wireCall is a call as models write it: {"name","arguments"}, the
+// "parameters" of Llama 3's template, or OpenAI's {"function":{…}}.
+type wireCall struct {
+	Name       string          `json:"name"`
+	Arguments  json.RawMessage `json:"arguments"`
+	Parameters json.RawMessage `json:"parameters"`
+	Function   *wireCall       `json:"function"`
+}
+
+// decodeCalls reads a JSON call or array of calls. It returns errNotCall
+// for valid JSON of another shape, and a syntax error otherwise.
+func decodeCalls(s string) ([]ToolCall, error) {
+	if s == "" {
+		return nil, errors.New("it is empty")
+	}
+	var raws []json.RawMessage
+	if s[0] == '[' {
+		if err := json.Unmarshal([]byte(s), &raws); err != nil {
+			return nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		if len(raws) == 0 {
+			return nil, errNotCall
+		}
+	} else {
+		if !json.Valid([]byte(s)) {
+			var v any
+			err := json.Unmarshal([]byte(s), &v)
+			return nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		raws = []json.RawMessage{json.RawMessage(s)}
+	}
+	calls := make([]ToolCall, 0, len(raws))
+	for _, raw := range raws {
+		c, ok := decodeCall(raw)
+		if !ok {
+			return nil, errNotCall
+		}
+		calls = append(calls, c)
+	}
+	return calls, nil
+}
+
+// decodeCall reads one {"name","arguments"} object.
+func decodeCall(raw json.RawMessage) (ToolCall, bool) {
+	var w wireCall
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &w) != nil {
+		return ToolCall{}, false
+	}
+	if w.Name == "" && w.Function != nil {
+		w = *w.Function
+	}
+	args := w.Arguments
+	if args == nil {
+		args = w.Parameters
+	}
+	if w.Name == "" || args == nil {
+		return ToolCall{}, false
+	}
+	c := ToolCall{Name: w.Name, Arguments: string(args)}
+	switch args[0] {
+	case '"':
+		// Arguments sent as a JSON string, as OpenAI's wire format has them.
+		var s string
+		if json.Unmarshal(args, &s) == nil {
+			c.Arguments = s
+		}
+	case 'n':
+		c.Arguments = "{}"
+	}
+	return c, true
+}
+
+// callShaped reports whether invalid JSON was meant as a call: it names
+// the fields of one.
+func callShaped(s string) bool {
+	return strings.Contains(s, `"name"`) && (strings.Contains(s, `"arguments"`) || strings.Contains(s, `"parameters"`))
+}
+
+// callSafe returns how much of streamed content can be shown without
+// showing part of a text tool call: content before from is already shown,
+// and the result is where a call starts or may still start (len(content)
+// when nowhere). With bare set, content whose first non-space byte opens a
+// JSON object or array of objects is held whole: it may be a call.
+func callSafe(content string, from int, bare bool) int {
+	if from == 0 {
+		t := strings.TrimLeft(content, jsonSpace)
+		if t == "" {
+			return 0
+		}
+		if bare && (t[0] == '{' || t[0] == '[' && openArray(t)) {
+			return 0
+		}
+	}
+	// A plain loop: what is scanned is mostly one streamed token, too
+	// short for IndexAny's set-up to pay.
+	for i := from; i < len(content); i++ {
+		if c := content[i]; (c == '<' || c == '[') && mayStartCall(content[i:], !bare) {
+			return i
+		}
+	}
+	return len(content)
+}
+
+// openArray reports whether t, starting with "[", may be a JSON array of
+// objects: "[" then "{", or nothing yet.
+func openArray(t string) bool {
+	t = strings.TrimLeft(t[1:], jsonSpace)
+	return t == "" || t[0] == '{'
+}
+
+// mayStartCall reports whether s, starting with "<" or "[", is or may
+// still become the start of a <tool_call> tag or a [TOOL: marker; exact:
+// the marker spelled exactly so (see parseTextCalls).
+func mayStartCall(s string, exact bool) bool {
+	if s[0] == '<' {
+		n := min(len(s), len(callOpen))
+		return s[:n] == callOpen[:n]
+	}
+	if exact {
+		const marker = "[TOOL:"
+		n := min(len(s), len(marker))
+		return s[:n] == marker[:n]
+	}
+	const word = "tool"
+	p := skipJSONSpace(s, 1)
+	for k := 0; k < len(word); k, p = k+1, p+1 {
+		if p >= len(s) {
+			return true
+		}
+		if s[p]|0x20 != word[k] {
+			return false
+		}
+	}
+	p = skipJSONSpace(s, p)
+	return p >= len(s) || s[p] == ':'
+}
+
+func skipJSONSpace(s string, p int) int {
+	for p < len(s) && strings.IndexByte(jsonSpace, s[p]) >= 0 {
+		p++
+	}
+	return p
+}
+
+// badTextCall feeds back content that looked like a tool call but could not
+// be read. It counts as a format error, like a call to an unknown tool, and
+// is in the trace as a failed call so that the stop is explained.
+func (r *run) badTextCall(s *stage, tc textCalls) error {
+	names := r.e.toolNames
+	example := "list_dir"
+	if len(names) > 0 {
+		example = names[0]
+	}
+	note := fmt.Sprintf("error: your tool call could not be read (%s). You wrote: %s\nWrite each call as <tool_call>{\"name\": %q, \"arguments\": {…}}</tool_call> with valid JSON, or answer in plain text. Available tools: %s.",
+		tc.bad, tc.badText, example, strings.Join(names, ", "))
+	s.msgs = append(s.msgs, Message{Role: "user", Content: note})
+	s.fmtErrs++
+	if s.fmtErrs >= r.e.cfg.Antiloop.MaxFormatErrors {
+		s.stop = StageStoppedFormatErrors
+	}
+	name := tc.badName
+	if name == "" {
+		name = "(unreadable)"
+	}
+	u := ToolUse{Name: name, Args: json.RawMessage("{}"), Status: ToolError, Result: note}
+	s.st.ToolsUsed = append(s.st.ToolsUsed, u)
+	r.trace.Stages[s.idx] = s.st
+	return r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &u})
+}
