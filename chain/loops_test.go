@@ -33,6 +33,7 @@ import (
 // scripted model behaviour and the outcome the chain must give. The format,
 // all of it plain data so that new rows need no code:
 //
+//	# one row:
 //	- name: what the model does              (the subtest name)
 //	  job: [..]           optional: job_status answers these in turn (the last repeats)
 //	  client_tools: [..]  optional: names of client tools ({"type":"object"} schemas);
