@@ -37,7 +37,7 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 			u.Status, u.Result = ToolBlocked, "not executed: the stage stopped ("+s.stop+")"
 		case checkErr != nil:
 			u.Status = ToolError
-			u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", checkErr, strings.Join(r.e.toolNames, ", "))
+			u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", checkErr, strings.Join(r.tv.names, ", "))
 			s.fmtErrs++
 			if s.fmtErrs >= cfg.Antiloop.MaxFormatErrors {
 				s.stop = StageStoppedFormatErrors
@@ -91,7 +91,7 @@ const releaseTimeout = 2 * time.Second
 
 // runTool asks the cross-request guards, then executes the call.
 func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, u *ToolUse) error {
-	readOnly := r.e.readOnly[c.Name]
+	readOnly := r.tv.readOnly[c.Name]
 	d, err := r.e.guard.Admit(ctx, r.req.Conversation, c.ID, sig, readOnly)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -29,6 +29,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
+	"chainproxy/tools/mcp"
 	"chainproxy/web"
 )
 
@@ -126,6 +127,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	if err != nil {
 		return err
 	}
+	registry.StartMCP(ctx, cfg.Tools.MCP, mcp.Options{Logger: logger})
+	defer registry.Close() // after Shutdown: ends MCP sessions and child processes
 	admission := chain.NewAdmission(cfg.Nodes)
 	engine, err := chain.New(cfg, chain.Deps{
 		Backends:   backends(cfg),
