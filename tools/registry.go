@@ -2,7 +2,9 @@
 //
 // A Registry holds the tools the proxy offers to chain stages: the read-only
 // file built-ins list_dir, read_file and search_files, confined to
-// tools.root through os.Root, and the HTTP tools declared in config. It
+// tools.root through os.Root, the HTTP tools declared in config, and the
+// tools of the MCP servers in tools.mcp as <server>__<tool> (StartMCP; the
+// sessions live in package tools/mcp, which must not import this one). It
 // validates a call's arguments against the tool's JSON Schema before anything
 // runs (Check) and executes calls under a timeout derived from the caller's
 // context (Call).
@@ -194,8 +196,9 @@ func defaultClient() *http.Client {
 	}}
 }
 
-// Specs returns the tools in a stable order: built-ins, then HTTP tools in
-// config order. The slice is a copy.
+// Specs returns the current tools in a stable order: built-ins, HTTP tools
+// in config order, then the tools of the MCP servers that are up. The slice
+// is a copy.
 func (r *Registry) Specs() []Spec {
 	ts := r.set.Load()
 	out := make([]Spec, len(ts.tools))
