@@ -77,7 +77,7 @@ chain:
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.StartMCP(t.Context(), []config.MCPServer{{Name: "kb", URL: ts.URL}}, mcp.Options{KeepAlive: 50 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	reg.StartMCP(t.Context(), []config.MCPServer{{Name: "kb", URL: ts.URL}}, mcp.Options{KeepAlive: 300 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
 	defer reg.Close()
 	rec := &recorder{Backend: mock.New(cfg.Nodes[0])}
 	eng, err := chain.New(cfg, chain.Deps{

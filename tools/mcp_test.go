@@ -91,7 +91,7 @@ func newTestServer(cancelled chan<- struct{}) *sdk.Server {
 // fastOpts detect a dead server and reconnect quickly, so the tests wait
 // little; they poll for the state they expect rather than sleeping.
 func fastOpts() mcp.Options {
-	return mcp.Options{KeepAlive: 50 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, StartTimeout: 10 * time.Second}
+	return mcp.Options{KeepAlive: 300 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, StartTimeout: 10 * time.Second}
 }
 
 // eventually polls cond until it holds or 10 s pass.
@@ -208,7 +208,11 @@ func TestMCPTimeoutAndCancel(t *testing.T) {
 				t.Errorf("Call(%s) = %v, want a tools.timeout error", name, err)
 			}
 		}
-		<-cancelled // the HTTP server saw notifications/cancelled for web__block
+		select { // the HTTP server saw notifications/cancelled for web__block
+		case <-cancelled:
+		case <-time.After(10 * time.Second):
+			t.Error("the server's handler was not cancelled after the timeout")
+		}
 	})
 	t.Run("request cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())

@@ -364,6 +364,9 @@ func (m *Manager) setDown(s *server, err error) {
 func (m *Manager) connect(ctx context.Context, s *server) (*sdk.ClientSession, error) {
 	client := sdk.NewClient(&sdk.Implementation{Name: "chainproxy", Version: "1"}, &sdk.ClientOptions{
 		KeepAlive: m.opts.KeepAlive,
+		// A ping waits KeepAlive/2; one slow answer on a busy machine must
+		// not drop a healthy session, two in a row do.
+		KeepAliveFailureThreshold: 2,
 		// Runs on the session's reader: it must not block, so it only
 		// signals the supervisor, which relists.
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
