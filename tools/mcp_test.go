@@ -80,6 +80,13 @@ func newTestServer(cancelled chan<- struct{}) *sdk.Server {
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strconv.Itoa(os.Getpid())}}}, nil
 		})
+	s.AddTool(&sdk.Tool{Name: "grow", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			s.AddTool(&sdk.Tool{Name: "grown", InputSchema: json.RawMessage(`{"type":"object"}`)}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil
+			})
+			return &sdk.CallToolResult{}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "die", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			os.Exit(3)
@@ -241,6 +248,19 @@ func TestMCPListChanged(t *testing.T) {
 	}
 	srv.RemoveTools("added")
 	eventually(t, "web__added withdrawn", func() bool { _, ok := r.Lookup("web__added"); return !ok })
+}
+
+// TestMCPListChangedStdio: a stdio server that adds a tool (here, when
+// asked) sends notifications/tools/list_changed and the tool is offered.
+func TestMCPListChangedStdio(t *testing.T) {
+	r := newMCPRegistry(t, 5*time.Second, stdioServer("loc", nil))
+	if _, err := r.Call(t.Context(), "loc__grow", nil); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "loc__grown offered", func() bool { _, ok := r.Lookup("loc__grown"); return ok })
+	if got, err := r.Call(t.Context(), "loc__grown", nil); got != "grown" || err != nil {
+		t.Errorf("Call(loc__grown) = %q, %v; want grown", got, err)
+	}
 }
 
 func TestMCPServerDiesAndComesBack(t *testing.T) {
