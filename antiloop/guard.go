@@ -124,10 +124,11 @@ func (g *Guard) Admit(ctx context.Context, conv, callID string, sig uint64, read
 }
 
 // AdmitScoped is [Guard.Admit] for a call whose result depends on the state
-// named reads ("file:notes.md"; empty: the conversation as a whole). A
-// stored result older than an [Guard.Invalidate] of reads, or of the whole
-// conversation, is stale: it is dropped and the call runs again, so that a
-// read after a write always returns fresh content.
+// named reads ("file:notes.md"; empty: unknown, the conversation as a
+// whole). A stored result older than an [Guard.Invalidate] of reads, or of
+// the whole conversation, is stale, and so is one with unknown reads older
+// than any Invalidate: it is dropped and the call runs again, so that a read
+// after a write always returns fresh content.
 func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64, readOnly bool, reads string) (Decision, error) {
 	var idKey string
 	if callID != "" && g.callIDTTL > 0 {
@@ -252,12 +253,18 @@ func (g *Guard) stale(ctx context.Context, conv, reads string, sig uint64, val [
 		n, err := strconv.ParseInt(string(ms), 10, 64)
 		return err == nil && at.UnixMilli() <= n, nil
 	}
-	scopes := [2]string{scopeAll, reads}
-	n := 2
 	if reads == "" {
-		n = 1
+		// What the result depends on is unknown (an HTTP or MCP read): any
+		// write since, however narrow its scope, may have changed it.
+		v, ok, err := g.store.Get(ctx, invalidKey(conv, scopeWrite))
+		if err != nil {
+			return false, fmt.Errorf("antiloop: look up last write: %w", err)
+		}
+		ms, _, _ := bytes.Cut(v, []byte{':'})
+		n, perr := strconv.ParseInt(string(ms), 10, 64)
+		return ok && perr == nil && at.UnixMilli() <= n, nil
 	}
-	for _, sc := range scopes[:n] {
+	for _, sc := range [2]string{scopeAll, reads} {
 		v, ok, err := g.store.Get(ctx, invalidKey(conv, sc))
 		if err != nil {
 			return false, fmt.Errorf("antiloop: look up invalidation: %w", err)

@@ -19,6 +19,7 @@ func TestGuardInvalidate(t *testing.T) {
 		notes := mustSig(t, "read_file", `{"path":"notes.md"}`)
 		other := mustSig(t, "read_file", `{"path":"other.md"}`)
 		write := mustSig(t, "write_file", `{"path":"notes.md"}`)
+		lookup := mustSig(t, "lookup", `{"id":7}`)
 		admit := func(id string, sig uint64, readOnly bool, reads string) antiloop.Verdict {
 			t.Helper()
 			d, err := g.AdmitScoped(ctx, "c", id, sig, readOnly, reads)
@@ -34,6 +35,7 @@ func TestGuardInvalidate(t *testing.T) {
 		}
 		admit("r1", notes, true, "file:notes.md")
 		admit("r2", other, true, "file:other.md")
+		admit("l1", lookup, true, "")
 		admit("w1", write, false, "")
 		time.Sleep(time.Millisecond)
 		if err := g.Invalidate(ctx, "c", write, []string{"file:notes.md", "dir:."}); err != nil {
@@ -52,6 +54,7 @@ func TestGuardInvalidate(t *testing.T) {
 			{"the written file again, now recorded after the write", "r4", notes, true, "file:notes.md", antiloop.Cached},
 			{"the written file under its old call id", "r1", notes, true, "file:notes.md", antiloop.Cached},
 			{"an untouched file", "r5", other, true, "file:other.md", antiloop.Cached},
+			{"a read that does not say what it reads (HTTP, MCP)", "l2", lookup, true, "", antiloop.Execute},
 			{"the same write again", "w2", write, false, "", antiloop.Blocked},
 		}
 		for _, s := range steps {

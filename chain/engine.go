@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"chainproxy/antiloop"
@@ -63,13 +64,14 @@ type Node struct {
 
 // Engine runs requests. It is safe for concurrent use.
 type Engine struct {
-	cfg        *config.Config
-	nodes      map[string]*Node
-	order      []*Node
-	byModel    map[string]*Node
-	runner     ToolRunner
-	specs      []Tool
-	toolNames  []string
+	cfg     *config.Config
+	nodes   map[string]*Node
+	order   []*Node
+	byModel map[string]*Node
+	runner  ToolRunner
+	// toolSet is what the stages offer, derived from runner.Specs and
+	// rebuilt only when the runner's tool set changes (see tools_view.go).
+	toolSet    atomic.Pointer[toolView]
 	guard      *antiloop.Guard
 	classifier *classify.Classifier
 	admission  Admitter
@@ -113,12 +115,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			e.byModel[n.Model] = node
 		}
 	}
-	if e.runner != nil {
-		for _, s := range e.runner.Specs() {
-			e.specs = append(e.specs, Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
-			e.toolNames = append(e.toolNames, s.Name)
-		}
-	}
+	e.toolSet.Store(e.newToolView())
 	return e, nil
 }
 
@@ -227,11 +224,12 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if err != nil {
 		return nil, err
 	}
-	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns}
+	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns, tv: e.tools()}
 	if emit == nil {
 		r.emit = func(Event) error { return nil }
 	}
 	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
+	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Stages = []StageTrace{}
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err

@@ -63,12 +63,15 @@ func capNote(max int) string {
 // invalidate makes what the write key touched stale: in the stage (the
 // entries it read, and earlier writes, so that writing back an old value is
 // not a "repeat"), and in the guard's store, which later stages and later
-// requests consult. A write of unknown reach touches everything.
+// requests consult. A write of unknown reach touches everything; any write
+// touches the reads that do not say what they depend on.
 func (r *run) invalidate(ctx context.Context, s *stage, self uint64, key tools.Key) {
 	for sig, e := range s.seen {
 		switch {
 		case sig == self:
-		case e.kind == tools.Writing, len(key.Writes) == 0:
+		case e.kind == tools.Writing, len(key.Writes) == 0, e.reads == "":
+			// Earlier writes, everything for a write of unknown reach, and
+			// the reads whose dependencies are unknown (HTTP, MCP).
 			delete(s.seen, sig)
 		case e.reads != "" && slices.Contains(key.Writes, e.reads):
 			delete(s.seen, sig)

@@ -24,6 +24,9 @@ type run struct {
 	// whole: nobody watches the run, so answers may come unstreamed.
 	whole bool
 	log   *slog.Logger // made by logger, on the run's first log line
+	// tv is the tool set taken at the run's start: MCP tools that come or
+	// go mid-run change the next request, not this one.
+	tv *toolView
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -240,7 +243,7 @@ func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
 
 func (r *run) startStage(s *stage) error {
 	if s.cfg.tools {
-		s.tools = r.e.specs
+		s.tools = r.tv.specs
 	}
 	r.trace.Stages = append(r.trace.Stages, s.st)
 	return r.emit(Event{Kind: EventStageStart, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, MaxTurns: s.allowed, Tools: len(s.tools) > 0})

@@ -56,7 +56,7 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 	args := []byte(c.Arguments)
 	if err := r.e.runner.Check(c.Name, args); err != nil {
 		u.Status = ToolError
-		u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", err, strings.Join(r.e.toolNames, ", "))
+		u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", err, strings.Join(r.tv.names, ", "))
 		s.fmtErrs++
 		if s.fmtErrs >= cfg.Antiloop.MaxFormatErrors && s.stop == "" {
 			s.stop = StageStoppedFormatErrors

@@ -224,6 +224,30 @@ type Tools struct {
 	TraceResultBytes int `yaml:"trace_result_bytes" json:"trace_result_bytes"`
 	// HTTP declares tools served by HTTP endpoints.
 	HTTP []HTTPTool `yaml:"http" json:"http,omitempty"`
+	// MCP declares MCP servers whose tools are offered as <name>__<tool>.
+	MCP []MCPServer `yaml:"mcp" json:"mcp,omitempty"`
+}
+
+// MCPServer is an MCP server the proxy connects to: a command run over
+// stdio, or a streamable HTTP url (exactly one of the two).
+type MCPServer struct {
+	// Name prefixes the server's tools: <name>__<tool>.
+	Name string `yaml:"name" json:"name"`
+	// Command is the program and its arguments, run with stdio transport.
+	Command []string `yaml:"command" json:"command,omitempty"`
+	// Env is added to the child's minimal base environment (PATH, HOME,
+	// LANG, TMPDIR); nothing else of the proxy's environment is passed.
+	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	// URL is a streamable HTTP endpoint.
+	URL string `yaml:"url" json:"url,omitempty"`
+	// Headers are sent with every HTTP request to URL.
+	Headers map[string]string `yaml:"headers" json:"headers,omitempty"`
+	// ReadOnlyTools names server tools (without prefix) treated as read-only
+	// whatever their annotations say.
+	ReadOnlyTools []string `yaml:"read_only_tools" json:"read_only_tools,omitempty"`
+	// VolatileTools names server tools (without prefix) treated as volatile
+	// whatever their annotations say.
+	VolatileTools []string `yaml:"volatile_tools" json:"volatile_tools,omitempty"`
 }
 
 // HTTPTool is a tool executed by sending its arguments as JSON to a URL.
@@ -404,6 +428,7 @@ func (c *Config) clone() *Config {
 	r.Nodes = slices.Clone(c.Nodes)
 	r.Chain.Stages = slices.Clone(c.Chain.Stages)
 	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
+	r.Tools.MCP = slices.Clone(c.Tools.MCP)
 	r.Classify.Keywords = slices.Clone(c.Classify.Keywords)
 	r.Classify.Categories = slices.Clone(c.Classify.Categories)
 	return &r
@@ -598,6 +623,30 @@ func (c *Config) Validate() error {
 			bad(p+".timeout", "must be positive")
 		}
 	}
+	for i, m := range c.Tools.MCP {
+		p := fmt.Sprintf("tools.mcp[%d]", i)
+		if !mcpServerName.MatchString(m.Name) || len(m.Name) > 20 {
+			bad(p+".name", "want letters, digits, '-' or '_' (at most 20, no \"__\"), got %q", m.Name)
+		}
+		for j := range i {
+			if c.Tools.MCP[j].Name == m.Name && m.Name != "" {
+				bad(p+".name", "duplicate server name %q", m.Name)
+			}
+		}
+		switch {
+		case len(m.Command) > 0 && m.URL != "":
+			bad(p, "set command or url, not both")
+		case len(m.Command) == 0 && m.URL == "":
+			bad(p, "set command (stdio) or url (streamable HTTP)")
+		case m.URL != "" && !strings.HasPrefix(m.URL, "http://") && !strings.HasPrefix(m.URL, "https://"):
+			bad(p+".url", "want an http:// or https:// URL, got %q", m.URL)
+		case len(m.Command) > 0 && m.Command[0] == "":
+			bad(p+".command", "the program must not be empty")
+		}
+		if len(m.Headers) > 0 && m.URL == "" {
+			bad(p+".headers", "only apply to a url server")
+		}
+	}
 	if c.Antiloop.SignatureTTL <= 0 {
 		bad("antiloop.signature_ttl", "must be positive")
 	}
@@ -632,9 +681,31 @@ func (c *Config) Redacted() *Config {
 	if c.Store.RedisURL != "" {
 		r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	}
+	r.Tools.MCP = slices.Clone(c.Tools.MCP)
+	for i := range r.Tools.MCP {
+		m := &r.Tools.MCP[i]
+		m.Env = maskValues(m.Env)
+		m.Headers = maskValues(m.Headers)
+	}
 	return &r
 }
 
+// mcpServerName keeps a server's prefix short and unambiguous: tool names
+// are <server>__<tool>, at most 64 characters for OpenAI.
+var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$`)
+
 var urlPassword = regexp.MustCompile(`://([^:@/]*):[^@/]*@`)
+
+// maskValues hides env and header values, which carry tokens.
+func maskValues(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = "***"
+	}
+	return out
+}
 
 func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestDefaultsEqualTheExample(t *testing.T) {
@@ -126,6 +128,12 @@ func TestValidationErrors(t *testing.T) {
 		{"bad redis url", "store:\n  redis_url: localhost:6379\n", `config: store.redis_url: want a redis:// URL`},
 		{"bad keep_alive", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, keep_alive: soon}\n  - {name: M1, provider: mock, mock: {}}\n  - {name: M2, provider: mock, mock: {}}\n",
 			`config: nodes[0].keep_alive: keep_alive "soon": want a duration (5m), seconds (300), -1 (for ever) or 0 (unload after use)`},
+		{"mcp server without transport", "tools:\n  mcp:\n    - {name: fs}\n", `config: tools.mcp[0]: set command (stdio) or url (streamable HTTP)`},
+		{"mcp server with both", "tools:\n  mcp:\n    - {name: fs, command: [x], url: http://x}\n", `config: tools.mcp[0]: set command or url, not both`},
+		{"mcp name with double underscore", "tools:\n  mcp:\n    - {name: a__b, command: [x]}\n", `config: tools.mcp[0].name: want letters`},
+		{"mcp duplicate name", "tools:\n  mcp:\n    - {name: fs, command: [x]}\n    - {name: fs, url: http://x}\n", `config: tools.mcp[1].name: duplicate server name "fs"`},
+		{"mcp bad url", "tools:\n  mcp:\n    - {name: web, url: ftp://x}\n", `config: tools.mcp[0].url: want an http:// or https:// URL`},
+		{"mcp headers on stdio", "tools:\n  mcp:\n    - {name: fs, command: [x], headers: {A: b}}\n", `config: tools.mcp[0].headers: only apply to a url server`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {
@@ -178,6 +186,36 @@ func TestRedacted(t *testing.T) {
 	r := cfg.Redacted()
 	if r.Server.APIKeys[0] != "***" || strings.Contains(r.Store.RedisURL, "pw") || cfg.Server.APIKeys[0] != "k1" {
 		t.Errorf("redacted = %+v %q", r.Server.APIKeys, r.Store.RedisURL)
+	}
+}
+
+func TestTheMCPExampleParses(t *testing.T) {
+	t.Setenv("TOKEN", "t0k")
+	cfg, err := Parse([]byte(`
+tools:
+  mcp:
+    - name: fs
+      command: [node, ./mcp/server-filesystem/dist/index.js, ./workspace]
+      env: {LOG_LEVEL: warn}
+      read_only_tools: [read_file]
+    - name: web
+      url: http://127.0.0.1:3001/mcp
+      headers: {Authorization: "Bearer ${TOKEN}"}
+      volatile_tools: [search]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []MCPServer{
+		{Name: "fs", Command: []string{"node", "./mcp/server-filesystem/dist/index.js", "./workspace"}, Env: map[string]string{"LOG_LEVEL": "warn"}, ReadOnlyTools: []string{"read_file"}},
+		{Name: "web", URL: "http://127.0.0.1:3001/mcp", Headers: map[string]string{"Authorization": "Bearer t0k"}, VolatileTools: []string{"search"}},
+	}
+	if diff := cmp.Diff(want, cfg.Tools.MCP); diff != "" {
+		t.Errorf("tools.mcp (-want +got):\n%s", diff)
+	}
+	r := cfg.Redacted()
+	if r.Tools.MCP[1].Headers["Authorization"] != "***" || r.Tools.MCP[0].Env["LOG_LEVEL"] != "***" || cfg.Tools.MCP[1].Headers["Authorization"] != "Bearer t0k" {
+		t.Errorf("Redacted mcp = %+v, want masked values and the original untouched", r.Tools.MCP)
 	}
 }
 

@@ -170,7 +170,7 @@ func (id *identifier) join(canon []byte) []byte {
 // must have passed Check; the trace keeps them as the model wrote them,
 // this is only what the anti-loop compares and hashes.
 func (r *Registry) Key(name string, args []byte) (Key, error) {
-	t, ok := r.byName[name]
+	t, ok := r.set.Load().byName[name]
 	if !ok {
 		return Key{}, newCallError(ErrUnknownTool, "unknown tool %q", name)
 	}

@@ -2,7 +2,9 @@
 //
 // A Registry holds the tools the proxy offers to chain stages: the read-only
 // file built-ins list_dir, read_file and search_files, confined to
-// tools.root through os.Root, and the HTTP tools declared in config. It
+// tools.root through os.Root, the HTTP tools declared in config, and the
+// tools of the MCP servers in tools.mcp as <server>__<tool> (StartMCP; the
+// sessions live in package tools/mcp, which must not import this one). It
 // validates a call's arguments against the tool's JSON Schema before anything
 // runs (Check), keys each call for the anti-loop by what it does rather than
 // how it is spelled (Key), and executes calls under a timeout derived from
@@ -25,6 +27,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"chainproxy/config"
@@ -91,13 +94,30 @@ func (k Kind) String() string {
 }
 
 // Registry holds the tools offered to models. It is safe for concurrent use:
-// nothing in it changes after New.
+// the built-in and HTTP tools are fixed at New; MCP servers' tools come and
+// go, so readers take the current set from an atomic pointer that a change
+// replaces whole (see mcp_tools.go).
 type Registry struct {
 	tools  []*tool
 	byName map[string]*tool
 	names  []string
 	// sb resolves the paths of the file tools, and keys them (Key).
 	sb *sandbox
+	// set is the current tool set: the fixed tools, then MCP tools.
+	set atomic.Pointer[toolSet]
+	mcp *mcpState
+	// timeout is tools.timeout, for MCP tools added later.
+	timeout time.Duration
+}
+
+// toolSet is an immutable snapshot of the offered tools.
+type toolSet struct {
+	tools  []*tool
+	byName map[string]*tool
+	names  []string
+	// version changes with every new set, so callers can cache what they
+	// derive from Specs.
+	version uint64
 }
 
 // tool is one registered tool with its compiled schema and its executor.
@@ -126,7 +146,7 @@ func New(cfg config.Tools, client *http.Client) (*Registry, error) {
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	r := &Registry{byName: map[string]*tool{}}
+	r := &Registry{byName: map[string]*tool{}, timeout: timeout}
 
 	sb, err := newSandbox(cfg.Root)
 	if err != nil {
@@ -148,6 +168,7 @@ func New(cfg config.Tools, client *http.Client) (*Registry, error) {
 			return nil, fmt.Errorf("tools: tools.http[%d]: %w", i, err)
 		}
 	}
+	r.set.Store(&toolSet{tools: r.tools, byName: r.byName, names: r.names, version: 1})
 	return r, nil
 }
 
@@ -192,11 +213,13 @@ func defaultClient() *http.Client {
 	}}
 }
 
-// Specs returns the tools in a stable order: built-ins, then HTTP tools in
-// config order. The slice is a copy.
+// Specs returns the current tools in a stable order: built-ins, HTTP tools
+// in config order, then the tools of the MCP servers that are up. The slice
+// is a copy.
 func (r *Registry) Specs() []Spec {
-	out := make([]Spec, len(r.tools))
-	for i, t := range r.tools {
+	ts := r.set.Load()
+	out := make([]Spec, len(ts.tools))
+	for i, t := range ts.tools {
 		out[i] = t.spec
 	}
 	return out
@@ -204,7 +227,7 @@ func (r *Registry) Specs() []Spec {
 
 // Lookup returns the spec of the tool called name.
 func (r *Registry) Lookup(name string) (Spec, bool) {
-	t, ok := r.byName[name]
+	t, ok := r.set.Load().byName[name]
 	if !ok {
 		return Spec{}, false
 	}
@@ -213,7 +236,7 @@ func (r *Registry) Lookup(name string) (Spec, bool) {
 
 // Names returns the tool names in Specs order.
 func (r *Registry) Names() []string {
-	return append([]string(nil), r.names...)
+	return append([]string(nil), r.set.Load().names...)
 }
 
 // callError is an error whose message reads naturally for a model (it is fed
@@ -241,9 +264,10 @@ func (r *Registry) Check(name string, args []byte) error {
 }
 
 func (r *Registry) check(name string, args []byte) (*tool, []byte, error) {
-	t, ok := r.byName[name]
+	ts := r.set.Load()
+	t, ok := ts.byName[name]
 	if !ok {
-		return nil, nil, newCallError(ErrUnknownTool, "unknown tool %q; available tools: %s", name, strings.Join(r.names, ", "))
+		return nil, nil, newCallError(ErrUnknownTool, "unknown tool %q; available tools: %s", name, strings.Join(ts.names, ", "))
 	}
 	args = bytes.TrimSpace(args)
 	if len(args) == 0 || string(args) == "null" {

@@ -388,5 +388,9 @@ func (s *Server) readyz(c *gin.Context) {
 	if s.traces != nil {
 		store = s.traces.Status()
 	}
-	c.JSON(status, gin.H{"status": word, "store": store, "nodes": states})
+	h := gin.H{"status": word, "store": store, "nodes": states}
+	if mcp := s.engine.MCPServers(); mcp != nil {
+		h["mcp"] = mcp // a server that is down leaves the proxy ready: its tools are just not offered
+	}
+	c.JSON(status, h)
 }

@@ -31,6 +31,7 @@ import (
 	"chainproxy/internal/redact"
 	"chainproxy/store"
 	"chainproxy/tools"
+	"chainproxy/tools/mcp"
 	"chainproxy/web"
 )
 
@@ -140,6 +141,8 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	if err != nil {
 		return err
 	}
+	registry.StartMCP(ctx, cfg.Tools.MCP, mcp.Options{Logger: logger})
+	defer registry.Close() // after Shutdown: ends MCP sessions and child processes
 	admission := chain.NewAdmission(cfg.Nodes)
 	engine, err := chain.New(cfg, chain.Deps{
 		Backends:   backends(cfg),
