@@ -147,7 +147,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 				break
 			}
 			s.seen[sig] = struct{}{}
-			u.Status = ToolClient
+			u.Status, u.Result = ToolClient, "passed to the client to run; its result comes with the next request"
 			c.ID = newCallID()
 			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed)})
 		}

@@ -1,0 +1,355 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/antiloop"
+	"chainproxy/chain"
+	"chainproxy/chain/ollama"
+	"chainproxy/chain/openai"
+	"chainproxy/config"
+	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/fakeopenai"
+	"chainproxy/store"
+	"chainproxy/tools"
+)
+
+// The agent tests run the reflexive chain for a client that brings its own
+// tools: OL1 on a fake Ollama, M1 and M2 on fake OpenAI servers, the proxy
+// wired as cmd/proxy wires it, its resume state in a real store.
+
+const agentChain = "chain:\n  stages: [{node: OL1, max_turns: 3, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]\n  simple_node: OL1\n"
+
+// agentUpstreams are the three fakes of a chain; OL1 follows script.
+type agentUpstreams struct {
+	ol1    *fakeollama.Server
+	m1, m2 *fakeopenai.Server
+	nodes  []config.Node
+}
+
+func newAgentUpstreams(t *testing.T, script func(req *api.ChatRequest) fakeollama.Reply) *agentUpstreams {
+	u := &agentUpstreams{
+		ol1: fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply { return script(req) }),
+		m1:  fakeopenai.New(t, fakeopenai.Reply{Content: []string{"analysis: it is sunny"}}),
+		m2:  fakeopenai.New(t, fakeopenai.Reply{Content: []string{"It is sunny in Paris."}}),
+	}
+	u.nodes = []config.Node{ollamaNode("OL1", u.ol1.URL), openaiNode("M1", u.m1.BaseURL()), openaiNode("M2", u.m2.BaseURL())}
+	return u
+}
+
+// agentProxy starts one proxy replica over the upstreams, keeping its
+// anti-loop and resume state in st.
+func agentProxy(t *testing.T, u *agentUpstreams, extra string, st store.Store) *httptest.Server {
+	t.Helper()
+	var y strings.Builder
+	y.WriteString("nodes:\n")
+	for _, n := range u.nodes {
+		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 10s, max_queue: 8}\n", n.Name, n.Provider, n.BaseURL, n.Model)
+	}
+	cfg, err := config.Parse([]byte(y.String() + agentChain + extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg.Tools.Root, "notes.md"), []byte("the notes say 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]chain.Backend{}
+	for _, n := range cfg.Nodes {
+		if n.Provider == config.ProviderOllama {
+			backends[n.Name] = ollama.New(n, nil)
+		} else {
+			backends[n.Name] = openai.New(n, nil)
+		}
+	}
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: st,
+		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No keepalive ticks: transcripts must not depend on timing.
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: st, Keepalive: time.Hour}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// weatherTool is the client's tool, in the request's wire form.
+var weatherTool = map[string]any{"type": "function", "function": map[string]any{
+	"name": "get_weather", "description": "Current weather of a city",
+	"parameters": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
+}}
+
+// weatherOnce asks the client's get_weather once, then writes its notes.
+func weatherOnce(req *api.ChatRequest) fakeollama.Reply {
+	if toolResults(req) == 0 {
+		return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+	}
+	return fakeollama.Reply{Content: []string{"notes: the client says it is sunny"}}
+}
+
+func toolResults(req *api.ChatRequest) int {
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			n++
+		}
+	}
+	return n
+}
+
+// exchange is one round trip as the client sees it.
+type exchange struct {
+	header http.Header
+	// message is the assistant message, as the client echoes it back.
+	message map[string]any
+	finish  string
+	trace   *chain.Trace
+	raw     []byte
+}
+
+func (x *exchange) calls() []map[string]any {
+	var out []map[string]any
+	tcs, _ := x.message["tool_calls"].([]any)
+	for _, c := range tcs {
+		out = append(out, c.(map[string]any))
+	}
+	return out
+}
+
+// agentPost sends a chat completion with the client's tools, streamed or
+// not, and reads the answer as an OpenAI client would.
+func agentPost(t *testing.T, url string, msgs []any, stream bool) *exchange {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "messages": msgs, "tools": []any{weatherTool}, "stream": stream})
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	x := &exchange{header: resp.Header, raw: raw}
+	if !stream {
+		var out struct {
+			Choices []struct {
+				Message      map[string]any `json:"message"`
+				FinishReason string         `json:"finish_reason"`
+			} `json:"choices"`
+			Chain *chain.Trace `json:"chain"`
+		}
+		if err := json.Unmarshal(raw, &out); err != nil || len(out.Choices) != 1 {
+			t.Fatalf("answer %s: %v", raw, err)
+		}
+		x.message, x.finish, x.trace = out.Choices[0].Message, out.Choices[0].FinishReason, out.Chain
+		return x
+	}
+	// A stream: content and tool_call fragments assembled by index.
+	var content strings.Builder
+	var calls []map[string]any
+	for _, f := range sseFrames(t, raw) {
+		data, ok := strings.CutPrefix(f, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					Content   *string `json:"content"`
+					ToolCalls []struct {
+						Index    int    `json:"index"`
+						ID       string `json:"id"`
+						Type     string `json:"type"`
+						Function struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Chain *chain.Trace `json:"chain"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		if ch.Chain != nil {
+			x.trace = ch.Chain
+		}
+		for _, c := range ch.Choices {
+			if c.Delta.Content != nil {
+				content.WriteString(*c.Delta.Content)
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				for len(calls) <= tc.Index {
+					calls = append(calls, map[string]any{"type": "function", "function": map[string]any{"name": "", "arguments": ""}})
+				}
+				call, fn := calls[tc.Index], calls[tc.Index]["function"].(map[string]any)
+				if tc.ID != "" {
+					call["id"] = tc.ID
+				}
+				fn["name"] = fn["name"].(string) + tc.Function.Name
+				fn["arguments"] = fn["arguments"].(string) + tc.Function.Arguments
+			}
+			if c.FinishReason != nil {
+				x.finish = *c.FinishReason
+			}
+		}
+	}
+	x.message = map[string]any{"role": "assistant", "content": content.String()}
+	if len(calls) > 0 {
+		tcs := make([]any, len(calls))
+		for i, c := range calls {
+			tcs[i] = c
+		}
+		x.message["tool_calls"] = tcs
+	}
+	return x
+}
+
+// answerCalls is what a client sends back: the assistant message, then one
+// tool message per call with result(name, arguments).
+func answerCalls(msgs []any, x *exchange, result func(name, args string) string) []any {
+	msgs = append(msgs, x.message)
+	for _, c := range x.calls() {
+		fn := c["function"].(map[string]any)
+		msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c["id"], "content": result(fn["name"].(string), fn["arguments"].(string))})
+	}
+	return msgs
+}
+
+func sunny(string, string) string { return "sunny, 24°C" }
+
+func statuses(st chain.StageTrace) string {
+	var b []string
+	for _, u := range st.ToolsUsed {
+		b = append(b, u.Name+":"+u.Status)
+	}
+	return strings.Join(b, ",")
+}
+
+func stageSummary(tr *chain.Trace) string {
+	var b []string
+	for _, s := range tr.Stages {
+		b = append(b, fmt.Sprintf("%s:%s:%d[%s]", s.Node, s.Status, s.Turns, statuses(s)))
+	}
+	return strings.Join(b, " ")
+}
+
+// TestAgentClientToolsResume: the first request ends at OL1's client call
+// (awaiting_client); the follow-up resumes inside OL1, whose upstream sees
+// its next turn, then M1 and M2 answer with the whole trace.
+func TestAgentClientToolsResume(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "non-stream", true: "stream"}[stream], func(t *testing.T) {
+			u := newAgentUpstreams(t, weatherOnce)
+			srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+			msgs := []any{map[string]any{"role": "user", "content": "What is the weather in Paris?"}}
+
+			first := agentPost(t, srv.URL, msgs, stream)
+			if first.finish != "tool_calls" || len(first.calls()) != 1 {
+				t.Fatalf("first answer: finish %q, message %v", first.finish, first.message)
+			}
+			if m := first.header.Get("X-Chain-Mode"); m != "reflexive" {
+				t.Errorf("X-Chain-Mode = %q, want reflexive", m)
+			}
+			call := first.calls()[0]
+			if fn := call["function"].(map[string]any); fn["name"] != "get_weather" || fn["arguments"] != `{"city":"Paris"}` || !strings.HasPrefix(call["id"].(string), "call_") {
+				t.Errorf("client call = %v", call)
+			}
+			if got, want := stageSummary(first.trace), "OL1:awaiting_client:1[get_weather:client]"; got != want {
+				t.Errorf("first trace = %s, want %s", got, want)
+			}
+			if !strings.Contains(strings.Join(first.trace.Reasons, "|"), "client tools offered to the stages with tools: get_weather") {
+				t.Errorf("reasons = %q", first.trace.Reasons)
+			}
+			if stream {
+				var out strings.Builder
+				for _, f := range sseFrames(t, first.raw) {
+					if payload, ok := strings.CutPrefix(f, "data: {"); ok {
+						f = "data: " + strings.TrimSpace(string(normalizeCompact(t, []byte("{"+payload))))
+					}
+					out.WriteString(f + "\n\n")
+				}
+				golden(t, "agent_awaiting.sse.golden", []byte(out.String()))
+			} else {
+				golden(t, "agent_awaiting.json.golden", normalize(t, first.raw))
+			}
+
+			// The intermediate trace is served by id, the stage waiting.
+			tr, err := http.Get(srv.URL + "/v1/chain/traces/" + first.header.Get("X-Chain-Trace-Id"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			trBody, _ := io.ReadAll(tr.Body)
+			tr.Body.Close()
+			if tr.StatusCode != 200 || !bytes.Contains(trBody, []byte(`"status":"awaiting_client"`)) || !bytes.Contains(trBody, []byte(`"status":"client"`)) {
+				t.Errorf("GET trace: %d %s", tr.StatusCode, trBody)
+			}
+
+			second := agentPost(t, srv.URL, answerCalls(msgs, first, sunny), stream)
+			if second.finish != "stop" || second.message["content"] != "It is sunny in Paris." {
+				t.Fatalf("second answer: finish %q, message %v", second.finish, second.message)
+			}
+			if got, want := stageSummary(second.trace), "OL1:ok:2[get_weather:ok] M1:ok:1[] M2:ok:1[]"; got != want {
+				t.Errorf("final trace = %s, want %s", got, want)
+			}
+			if second.trace.Turns != 4 {
+				t.Errorf("trace turns = %d, want 4 (2 of OL1 across the requests, M1, M2)", second.trace.Turns)
+			}
+			if r := second.trace.Stages[0].ToolsUsed[0].Result; r != "sunny, 24°C" {
+				t.Errorf("client call's result in the trace = %q", r)
+			}
+			if !strings.Contains(strings.Join(second.trace.Reasons, "|"), "resumed in stage OL1") {
+				t.Errorf("reasons = %q", second.trace.Reasons)
+			}
+			if !stream {
+				golden(t, "agent_resumed.json.golden", normalize(t, second.raw))
+			}
+
+			// OL1's upstream saw its next turn: the same system prompt and
+			// conversation, its own call, the client's result.
+			reqs := u.ol1.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("OL1 calls = %d, want 2", len(reqs))
+			}
+			turn1, turn2 := reqs[0].Messages, reqs[1].Messages
+			if len(turn2) != len(turn1)+2 || turn2[0].Content != turn1[0].Content {
+				t.Fatalf("OL1's second turn is not its first continued: %d then %d messages", len(turn1), len(turn2))
+			}
+			if a, r := turn2[len(turn1)], turn2[len(turn1)+1]; len(a.ToolCalls) != 1 || a.ToolCalls[0].Function.Name != "get_weather" || r.Role != "tool" || r.Content != "sunny, 24°C" {
+				t.Errorf("OL1's second turn ends with %+v, %+v", a, r)
+			}
+			if len(reqs[1].Tools) != 4 {
+				t.Errorf("OL1 offered %d tools, want 4 (3 server, the client's)", len(reqs[1].Tools))
+			}
+			// M1 received OL1's client call with its result; M1 and M2 no tools.
+			m1, _ := json.Marshal(u.m1.Bodies()[0]["messages"])
+			if !bytes.Contains(m1, []byte("get_weather")) || !bytes.Contains(m1, []byte("sunny, 24°C")) {
+				t.Errorf("M1 got %s", m1)
+			}
+			for _, b := range append(u.m1.Bodies(), u.m2.Bodies()...) {
+				if _, ok := b["tools"]; ok {
+					t.Error("a stage without tools was offered tools")
+				}
+			}
+		})
+	}
+}
