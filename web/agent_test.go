@@ -353,3 +353,118 @@ func TestAgentClientToolsResume(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentClientToolLoop: OL1 asks for a client tool every turn. The
+// repeat guard and the stage budget count across the round trips, and the
+// chain still answers from M1 and M2.
+func TestAgentClientToolLoop(t *testing.T) {
+	tests := []struct {
+		name   string
+		script func(req *api.ChatRequest) fakeollama.Reply
+		// trips is how many answers end with tool calls.
+		trips int
+		want  string
+	}{
+		{
+			name: "same call every turn",
+			script: func(*api.ChatRequest) fakeollama.Reply {
+				return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+			},
+			// The second request's turn repeats the first's call: blocked,
+			// the stage stops there.
+			trips: 1,
+			want:  "OL1:stopped_repeat:2[get_weather:ok,get_weather:blocked] M1:ok:1[] M2:ok:1[]",
+		},
+		{
+			name: "new arguments every turn",
+			script: func(req *api.ChatRequest) fakeollama.Reply {
+				city := fmt.Sprintf("Paris-%d", toolResults(req))
+				return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": city}}}}
+			},
+			// max_turns 3, counted across the requests.
+			trips: 3,
+			want:  "OL1:stopped_budget:3[get_weather:ok,get_weather:ok,get_weather:ok] M1:ok:1[] M2:ok:1[]",
+		},
+	}
+	for _, tt := range tests {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tt.name, stream), func(t *testing.T) {
+				u := newAgentUpstreams(t, tt.script)
+				srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+				msgs := []any{map[string]any{"role": "user", "content": "What is the weather in Paris?"}}
+				var x *exchange
+				for trip := 1; ; trip++ {
+					x = agentPost(t, srv.URL, msgs, stream)
+					if x.finish != "tool_calls" {
+						break
+					}
+					if trip > tt.trips {
+						t.Fatalf("round trip %d still asks for tools: %s", trip, stageSummary(x.trace))
+					}
+					msgs = answerCalls(msgs, x, sunny)
+				}
+				if got := len(msgs); got != 1+2*tt.trips {
+					t.Errorf("round trips with tool calls = %d, want %d", (got-1)/2, tt.trips)
+				}
+				if x.finish != "stop" || x.message["content"] != "It is sunny in Paris." {
+					t.Errorf("final answer: finish %q, message %v", x.finish, x.message)
+				}
+				if got := stageSummary(x.trace); got != tt.want {
+					t.Errorf("trace = %s, want %s", got, tt.want)
+				}
+				if got := len(u.ol1.Requests()); got > 3 {
+					t.Errorf("OL1 called %d times, over its budget of 3", got)
+				}
+			})
+		}
+	}
+}
+
+// TestAgentMixedServerAndClientCalls: in one turn OL1 calls a server tool
+// and a client tool. The server call runs before the answer, which carries
+// only the client's call; the resumed turn sees both results.
+func TestAgentMixedServerAndClientCalls(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			u := newAgentUpstreams(t, func(req *api.ChatRequest) fakeollama.Reply {
+				if toolResults(req) == 0 {
+					return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{
+						{Name: "read_file", Args: map[string]any{"path": "notes.md"}},
+						{Name: "get_weather", Args: map[string]any{"city": "Paris"}},
+					}}
+				}
+				return fakeollama.Reply{Content: []string{"notes: 42, sunny"}}
+			})
+			srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+			msgs := []any{map[string]any{"role": "user", "content": "Read my notes and check the weather"}}
+			first := agentPost(t, srv.URL, msgs, stream)
+			if len(first.calls()) != 1 || first.calls()[0]["function"].(map[string]any)["name"] != "get_weather" {
+				t.Fatalf("first answer's calls = %v, want get_weather only", first.calls())
+			}
+			if got, want := stageSummary(first.trace), "OL1:awaiting_client:1[read_file:ok,get_weather:client]"; got != want {
+				t.Errorf("first trace = %s, want %s", got, want)
+			}
+			second := agentPost(t, srv.URL, answerCalls(msgs, first, sunny), stream)
+			if got, want := stageSummary(second.trace), "OL1:ok:2[read_file:ok,get_weather:ok] M1:ok:1[] M2:ok:1[]"; got != want {
+				t.Errorf("final trace = %s, want %s", got, want)
+			}
+			reqs := u.ol1.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("OL1 calls = %d, want 2", len(reqs))
+			}
+			var results []string
+			for _, m := range reqs[1].Messages {
+				if m.Role == "tool" {
+					results = append(results, strings.TrimSpace(m.Content))
+				}
+			}
+			if len(results) != 2 || !strings.Contains(results[0], "the notes say 42") || results[1] != "sunny, 24°C" {
+				t.Errorf("OL1's resumed turn got tool results %q, want the server's then the client's", results)
+			}
+			m1, _ := json.Marshal(u.m1.Bodies()[0]["messages"])
+			if !bytes.Contains(m1, []byte("the notes say 42")) || !bytes.Contains(m1, []byte("sunny, 24°C")) {
+				t.Errorf("M1 got %s", m1)
+			}
+		})
+	}
+}
