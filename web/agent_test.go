@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ollama/ollama/api"
+	"github.com/redis/go-redis/v9"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
@@ -22,6 +24,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -467,4 +470,105 @@ func TestAgentMixedServerAndClientCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openStore opens the store a replica would, over a shared Redis.
+func openAgentStore(t *testing.T, url string) store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), url, 50, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if st.Status() != store.StatusRedis {
+		t.Fatalf("store status %q, want redis", st.Status())
+	}
+	return st
+}
+
+// TestAgentResumeAcrossReplicas: the follow-up reaches another replica
+// sharing a real Redis, or a replica started after the first one stopped;
+// either resumes inside OL1. When the resume state has expired, the chain
+// starts again with the client's result as OL1's evidence.
+func TestAgentResumeAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	msgs := []any{map[string]any{"role": "user", "content": "What is the weather in Paris?"}}
+	resumed := func(t *testing.T, x *exchange) {
+		t.Helper()
+		if got, want := stageSummary(x.trace), "OL1:ok:2[get_weather:ok] M1:ok:1[] M2:ok:1[]"; got != want {
+			t.Errorf("final trace = %s, want %s", got, want)
+		}
+		if !strings.Contains(strings.Join(x.trace.Reasons, "|"), "resumed in stage OL1") {
+			t.Errorf("reasons = %q, want resumed", x.trace.Reasons)
+		}
+	}
+
+	t.Run("second replica", func(t *testing.T) {
+		u := newAgentUpstreams(t, weatherOnce)
+		a := agentProxy(t, u, "", openAgentStore(t, rs.URL()))
+		b := agentProxy(t, u, "", openAgentStore(t, rs.URL()))
+		first := agentPost(t, a.URL, msgs, false)
+		resumed(t, agentPost(t, b.URL, answerCalls(msgs, first, sunny), true))
+	})
+
+	t.Run("after a restart", func(t *testing.T) {
+		u := newAgentUpstreams(t, weatherOnce)
+		a := agentProxy(t, u, "", openAgentStore(t, rs.URL()))
+		first := agentPost(t, a.URL, msgs, false)
+		a.Close()
+		restarted := agentProxy(t, u, "", openAgentStore(t, rs.URL()))
+		resumed(t, agentPost(t, restarted.URL, answerCalls(msgs, first, sunny), false))
+	})
+
+	t.Run("state expired", func(t *testing.T) {
+		u := newAgentUpstreams(t, weatherOnce)
+		st := openAgentStore(t, rs.URL())
+		a := agentProxy(t, u, "  resume_ttl: 100ms\n", st)
+		rc := redis.NewClient(&redis.Options{Addr: rs.Addr()})
+		defer rc.Close()
+		resumeKeys := func() map[string]bool {
+			keys, err := rc.Keys(t.Context(), "chainproxy:resume:*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for _, k := range keys {
+				out[k] = true
+			}
+			return out
+		}
+		before := resumeKeys()
+		other := []any{map[string]any{"role": "user", "content": "Weather in Paris, please?"}}
+		first := agentPost(t, a.URL, other, false)
+		if first.finish != "tool_calls" {
+			t.Fatalf("first answer: %s", first.raw)
+		}
+		var saved string
+		for k := range resumeKeys() {
+			if !before[k] {
+				saved = k
+			}
+		}
+		if saved == "" {
+			t.Fatal("no resume state in Redis after the first answer")
+		}
+		// Wait for Redis to drop the state (its own TTL, no clock here).
+		waitFor(t, func() bool { return !resumeKeys()[saved] })
+		x := agentPost(t, a.URL, answerCalls(other, first, sunny), false)
+		if x.finish != "stop" || x.message["content"] != "It is sunny in Paris." {
+			t.Fatalf("answer after expiry: %s", x.raw)
+		}
+		if got, want := stageSummary(x.trace), "OL1:ok:1[] M1:ok:1[] M2:ok:1[]"; got != want {
+			t.Errorf("trace = %s, want %s (a new chain)", got, want)
+		}
+		if !strings.Contains(strings.Join(x.trace.Reasons, "|"), "nothing to resume") {
+			t.Errorf("reasons = %q", x.trace.Reasons)
+		}
+		// The restarted OL1 had the client's result in its conversation.
+		reqs := u.ol1.Requests()
+		last := reqs[len(reqs)-1].Messages
+		if m := last[len(last)-1]; m.Role != "tool" || m.Content != "sunny, 24°C" {
+			t.Errorf("restarted OL1's conversation ends with %+v", m)
+		}
+	})
 }
