@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 	"github.com/redis/go-redis/v9"
+	goopenai "github.com/sashabaranov/go-openai"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
@@ -571,4 +573,110 @@ func TestAgentResumeAcrossReplicas(t *testing.T) {
 			t.Errorf("restarted OL1's conversation ends with %+v", m)
 		}
 	})
+}
+
+// TestAgentLoopGoOpenAI is an agent as users write it with go-openai: call
+// the model with its tools, run the tools it asks for, send the results,
+// until finish_reason is "stop". Streamed, the tool calls arrive as
+// ordinary deltas that the client assembles.
+func TestAgentLoopGoOpenAI(t *testing.T) {
+	tool := goopenai.Tool{Type: goopenai.ToolTypeFunction, Function: &goopenai.FunctionDefinition{
+		Name: "get_weather", Description: "Current weather of a city",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`),
+	}}
+	runTool := func(c goopenai.ToolCall) string {
+		var args struct{ City string }
+		if err := json.Unmarshal([]byte(c.Function.Arguments), &args); err != nil {
+			return "Error: " + err.Error()
+		}
+		return "sunny in " + args.City
+	}
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			u := newAgentUpstreams(t, weatherOnce)
+			srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+			cc := goopenai.DefaultConfig("unused")
+			cc.BaseURL = srv.URL + "/v1"
+			client := goopenai.NewClientWithConfig(cc)
+			msgs := []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "What is the weather in Paris?"}}
+			executed := 0
+			for round := 0; ; round++ {
+				if round == 5 {
+					t.Fatal("the agent loop did not end in 5 rounds")
+				}
+				req := goopenai.ChatCompletionRequest{Model: "chain/reflexive", Messages: msgs, Tools: []goopenai.Tool{tool}}
+				msg, finish := agentCall(t, client, req, stream)
+				msgs = append(msgs, msg)
+				if finish == goopenai.FinishReasonStop {
+					break
+				}
+				if finish != goopenai.FinishReasonToolCalls || len(msg.ToolCalls) == 0 {
+					t.Fatalf("round %d: finish %q with %d calls", round, finish, len(msg.ToolCalls))
+				}
+				for _, c := range msg.ToolCalls {
+					executed++
+					msgs = append(msgs, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleTool, ToolCallID: c.ID, Content: runTool(c)})
+				}
+			}
+			if got := msgs[len(msgs)-1].Content; got != "It is sunny in Paris." {
+				t.Errorf("final answer = %q", got)
+			}
+			if executed != 1 {
+				t.Errorf("client executed %d tools, want 1", executed)
+			}
+			if len(u.ol1.Requests()) != 2 || len(u.m1.Requests()) != 1 || len(u.m2.Requests()) != 1 {
+				t.Errorf("upstream calls OL1 %d, M1 %d, M2 %d, want 2, 1, 1", len(u.ol1.Requests()), len(u.m1.Requests()), len(u.m2.Requests()))
+			}
+		})
+	}
+}
+
+// agentCall makes one call of the agent loop and returns the assistant
+// message and finish reason, assembling a stream as go-openai's users do.
+func agentCall(t *testing.T, client *goopenai.Client, req goopenai.ChatCompletionRequest, stream bool) (goopenai.ChatCompletionMessage, goopenai.FinishReason) {
+	t.Helper()
+	if !stream {
+		resp, err := client.CreateChatCompletion(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Choices[0].Message, resp.Choices[0].FinishReason
+	}
+	req.Stream = true
+	s, err := client.CreateChatCompletionStream(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	msg := goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleAssistant}
+	var finish goopenai.FinishReason
+	for {
+		chunk, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return msg, finish
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range chunk.Choices {
+			msg.Content += ch.Delta.Content
+			for _, tc := range ch.Delta.ToolCalls {
+				i := 0
+				if tc.Index != nil {
+					i = *tc.Index
+				}
+				for len(msg.ToolCalls) <= i {
+					msg.ToolCalls = append(msg.ToolCalls, goopenai.ToolCall{Type: goopenai.ToolTypeFunction})
+				}
+				if tc.ID != "" {
+					msg.ToolCalls[i].ID = tc.ID
+				}
+				msg.ToolCalls[i].Function.Name += tc.Function.Name
+				msg.ToolCalls[i].Function.Arguments += tc.Function.Arguments
+			}
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+			}
+		}
+	}
 }
