@@ -14,7 +14,7 @@ export const STAGE_STATUS = {
   stopped_format_errors: { icon: "⚠\uFE0E", word: "stopped: format errors", tone: "warn" },
   skipped_offline: { icon: "⊘", word: "skipped: offline", tone: "off" },
   failed: { icon: "✗", word: "failed", tone: "bad" },
-  awaiting_client: { icon: "⏸\uFE0E", word: "waiting for the client's tools", tone: "live" },
+  awaiting_client: { icon: "⏸\uFE0E", word: "waiting for client", tone: "live" },
   running: { icon: "◌", word: "running", tone: "live" },
   cancelled: { icon: "■", word: "cancelled", tone: "off" },
   interrupted: { icon: "■", word: "interrupted", tone: "bad" },
