@@ -57,6 +57,20 @@ func (r *run) stageTools() []Tool {
 	return append(out, r.req.ClientTools...)
 }
 
+// offeredNames names the tools a stage with tools is offered, for its
+// prompt.
+func (r *run) offeredNames() []string {
+	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 {
+		return r.e.toolNames
+	}
+	offered := r.stageTools()
+	names := make([]string, len(offered))
+	for i, t := range offered {
+		names[i] = t.Name
+	}
+	return names
+}
+
 // clientToolReasons says, for the trace, which client tools the chain
 // offers and which server tools they replace.
 func (r *run) clientToolReasons() []string {

@@ -235,10 +235,11 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 	}
 	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
-	if note != "" {
-		r.trace.Reasons = append(r.trace.Reasons, note)
-	}
-	if r.trace.Mode == ModeReflexive && !route.Relay() {
+	if r.trace.Mode == ModeReflexive {
+		// Simple mode never pauses, so has nothing to resume: no note.
+		if note != "" {
+			r.trace.Reasons = append(r.trace.Reasons, note)
+		}
 		r.trace.Reasons = append(r.trace.Reasons, r.clientToolReasons()...)
 	}
 	r.trace.Stages = []StageTrace{}
