@@ -4,25 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
-
-// requireSpec skips (or fails under CI) when the specification is absent,
-// for tests that call Check directly.
-func requireSpec(t *testing.T) {
-	t.Helper()
-	if _, err := SpecPath(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%v (CI is set)", err)
-		}
-		t.Skipf("%v; skipping", err)
-	}
-}
 
 // recorder is a testing.TB that records failures instead of failing, so a
 // test can check that Validate does fail.
@@ -180,7 +167,6 @@ func TestValidateFails(t *testing.T) {
 }
 
 func TestValidateUnknownSchemaIsFatal(t *testing.T) {
-	requireSpec(t)
 	r := run(t, "NoSuchSchema", `{}`)
 	if !strings.Contains(r.fatal, `unknown schema "NoSuchSchema"`) {
 		t.Errorf("Validate(NoSuchSchema) fatal = %q, want an unknown schema message", r.fatal)
@@ -188,7 +174,6 @@ func TestValidateUnknownSchemaIsFatal(t *testing.T) {
 }
 
 func TestCheckReturnsValidationError(t *testing.T) {
-	requireSpec(t)
 	err := Check("ErrorResponse", []byte(`{}`))
 	var verr *jsonschema.ValidationError
 	if !errors.As(err, &verr) {
@@ -196,31 +181,10 @@ func TestCheckReturnsValidationError(t *testing.T) {
 	}
 }
 
-func TestSpecPathMissing(t *testing.T) {
-	dir := t.TempDir() // a module root with no shared/ beside it
-	if err := os.WriteFile(dir+"/go.mod", []byte("module x\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir+"/a/b", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(dir + "/a/b")
-	_, err := SpecPath()
-	if !errors.Is(err, ErrSpecMissing) {
-		t.Errorf("SpecPath() from %s/a/b = %v, want ErrSpecMissing", dir, err)
-	}
-}
-
 func TestSpecUsesNullable(t *testing.T) {
 	// Guards the reason rewriteNullable exists: if a new spec drops the 3.0
 	// keyword from these schemas, this test says the rewrite may go.
-	requireSpec(t)
-	path, _ := SpecPath()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Count(string(data), "nullable: true"); got == 0 {
+	if got := strings.Count(string(spec), "nullable: true"); got == 0 {
 		t.Errorf("spec has %d nullable: true, want some (else drop rewriteNullable)", got)
 	}
 }
@@ -267,9 +231,6 @@ func BenchmarkValidateChunk(b *testing.B) {
 	body := []byte(`{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
 		"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": null}]}`)
 	if err := Check("CreateChatCompletionStreamResponse", body); err != nil {
-		if errors.Is(err, ErrSpecMissing) {
-			b.Skip(err)
-		}
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
