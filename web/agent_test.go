@@ -26,6 +26,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/oaischema"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -153,6 +154,7 @@ func agentPost(t *testing.T, url string, msgs []any, stream bool) *exchange {
 	}
 	x := &exchange{header: resp.Header, raw: raw}
 	if !stream {
+		oaischema.Validate(t, "CreateChatCompletionResponse", raw)
 		var out struct {
 			Choices []struct {
 				Message      map[string]any `json:"message"`
@@ -195,6 +197,7 @@ func agentPost(t *testing.T, url string, msgs []any, stream bool) *exchange {
 		if err := json.Unmarshal([]byte(data), &ch); err != nil {
 			t.Fatalf("chunk %s: %v", data, err)
 		}
+		oaischema.Validate(t, "CreateChatCompletionStreamResponse", []byte(data))
 		if ch.Chain != nil {
 			x.trace = ch.Chain
 		}
