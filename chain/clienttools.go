@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"hash/fnv"
 	"strings"
 	"time"
 
@@ -21,12 +22,15 @@ const StageAwaitingClient = "awaiting_client"
 const ToolClient = "client"
 
 // pendingCall is a client tool call passed back to the client. Use is its
-// index in the stage's ToolsUsed, updated when the result comes back.
+// index in the stage's ToolsUsed, updated when the result comes back;
+// Repeat marks a call the stage already made in an earlier round trip.
 type pendingCall struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	Args string `json:"args"`
-	Use  int    `json:"use"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Args   string `json:"args"`
+	Use    int    `json:"use"`
+	Sig    uint64 `json:"sig"`
+	Repeat bool   `json:"repeat,omitempty"`
 }
 
 // clientNames is the set of the request's client tool names, made once.
@@ -108,9 +112,11 @@ func (r *run) hasClientCalls(calls []ToolCall) bool {
 
 // clientBatch handles a turn whose calls include client tools, the turn's
 // assistant message being the last of s.msgs. The server calls run first;
-// the client calls are judged by the stage's repeat guard, which remembers
-// the calls of earlier round trips, and those that pass are left in
-// s.awaiting for the client. A duplicate within the batch is dropped from
+// the client calls that pass the format and batch checks are left in
+// s.awaiting for the client. Client tools are volatile (the weather
+// changes): a call the stage already made in an earlier round trip goes to
+// the client again, and stops the stage as a repeat only if its result
+// comes back the same (clientResults). A duplicate within the batch is dropped from
 // the assistant message (the client would run it twice); a blocked call
 // gets a tool message saying why, so the conversation stays well-formed.
 func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error {
@@ -154,16 +160,10 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 		default:
 			s.fmtErrs = 0
 			firstOf[sig] = true
-			if _, ok := s.seen[sig]; ok {
-				u.Status = ToolBlocked
-				u.Result = "not passed to the client: this exact call was already made in this stage; the stage stops here"
-				s.stop = StageStoppedRepeat
-				break
-			}
-			s.seen[sig] = struct{}{}
+			_, repeat := s.clientRes[sig]
 			u.Status, u.Result = ToolClient, "passed to the client to run; its result comes with the next request"
 			c.ID = newCallID()
-			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed)})
+			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed), Sig: sig, Repeat: repeat})
 		}
 		switch u.Status {
 		case ToolClient:
@@ -216,6 +216,17 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		if clientError(res) {
 			u.Status = ToolError
 		}
+		if s.clientRes == nil {
+			s.clientRes = map[uint64]uint64{}
+		}
+		h := resultHash(res)
+		if prev, ok := s.clientRes[p.Sig]; ok && p.Repeat && prev == h && s.stop == "" {
+			// The same call gave the same result again: the stage learns
+			// nothing more from it, and stops as on a server repeat.
+			s.stop = StageStoppedRepeat
+			res += "\n\n[the same call returned the same result before in this stage; the stage stops here]"
+		}
+		s.clientRes[p.Sig] = h
 		model := tools.Truncate(res, cfg.MaxResultBytes)
 		u.Result = tools.Truncate(res, cfg.TraceResultBytes)
 		s.msgs = append(s.msgs, Message{Role: "tool", ToolCallID: p.ID, Name: p.Name, Content: model})
@@ -227,6 +238,14 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 	}
 	r.trace.Stages[s.idx] = s.st
 	return nil
+}
+
+// resultHash identifies a client result, to tell a repeat that learned
+// nothing (same result) from one that did.
+func resultHash(res string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(res))
+	return h.Sum64()
 }
 
 // clientError reads a client's tool result as a failure when it says so:

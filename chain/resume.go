@@ -55,6 +55,8 @@ type savedStage struct {
 	Reason   string          `json:"reason,omitempty"`
 	St       StageTrace      `json:"st"`
 	Pending  []pendingCall   `json:"pending,omitempty"`
+	// ClientRes is stage.clientRes.
+	ClientRes map[uint64]uint64 `json:"client_res,omitempty"`
 }
 
 type savedEvidence struct {
@@ -71,7 +73,7 @@ func saveStage(s *stage, full bool) savedStage {
 	}
 	if full {
 		out.Allowed, out.Answers, out.Tools, out.Prompt = s.allowed, s.answers, s.cfg.tools, s.cfg.prompt
-		out.Msgs, out.FmtErrs, out.Pending = s.msgs, s.fmtErrs, s.awaiting
+		out.Msgs, out.FmtErrs, out.Pending, out.ClientRes = s.msgs, s.fmtErrs, s.awaiting, s.clientRes
 		for sig := range s.seen {
 			out.Seen = append(out.Seen, sig)
 		}
@@ -84,7 +86,7 @@ func (r *run) loadStage(v savedStage) *stage {
 	s := r.newStage(v.Idx, r.e.nodes[v.Node], stageConfig{tools: v.Tools, prompt: v.Prompt})
 	s.started = time.Now().Add(-time.Duration(v.St.DurationMS) * time.Millisecond)
 	s.st, s.content, s.reason = v.St, v.Content, v.Reason
-	s.allowed, s.answers, s.msgs, s.fmtErrs = v.Allowed, v.Answers, v.Msgs, v.FmtErrs
+	s.allowed, s.answers, s.msgs, s.fmtErrs, s.clientRes = v.Allowed, v.Answers, v.Msgs, v.FmtErrs, v.ClientRes
 	for _, ev := range v.Evidence {
 		s.evidence = append(s.evidence, evidence{ev.Name, ev.Args, ev.Status, ev.Result})
 	}

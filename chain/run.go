@@ -55,8 +55,10 @@ type stage struct {
 	fmtErrs  int
 	stop     string // stop status, "" while running
 	reason   string // last reasoning text
-	// awaiting are the client calls the stage waits for (clienttools.go).
-	awaiting []pendingCall
+	// awaiting are the client calls the stage waits for, and clientRes the
+	// hash of each client call's last result, by signature (clienttools.go).
+	awaiting  []pendingCall
+	clientRes map[uint64]uint64
 }
 
 type stageConfig struct {

@@ -369,19 +369,30 @@ func TestAgentClientToolLoop(t *testing.T) {
 	tests := []struct {
 		name   string
 		script func(req *api.ChatRequest) fakeollama.Reply
+		// result is the client's tool; nil: sunny.
+		result func(name, args string) string
 		// trips is how many answers end with tool calls.
 		trips int
 		want  string
 	}{
 		{
-			name: "same call every turn",
-			script: func(*api.ChatRequest) fakeollama.Reply {
-				return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
-			},
-			// The second request's turn repeats the first's call: blocked,
-			// the stage stops there.
-			trips: 1,
-			want:  "OL1:stopped_repeat:2[get_weather:ok,get_weather:blocked] M1:ok:1[] M2:ok:1[]",
+			name:   "same call, same result",
+			script: samePlace,
+			// Client tools are volatile: the repeat goes to the client, and
+			// its unchanged result stops the stage.
+			trips: 2,
+			want:  "OL1:stopped_repeat:2[get_weather:ok,get_weather:ok] M1:ok:1[] M2:ok:1[]",
+		},
+		{
+			name:   "same call, new result every time",
+			script: samePlace,
+			result: func() func(string, string) string {
+				n := 0
+				return func(string, string) string { n++; return fmt.Sprintf("sunny, %d°C", 20+n) }
+			}(),
+			// max_turns 3, counted across the requests.
+			trips: 3,
+			want:  "OL1:stopped_budget:3[get_weather:ok,get_weather:ok,get_weather:ok] M1:ok:1[] M2:ok:1[]",
 		},
 		{
 			name: "new arguments every turn",
@@ -409,7 +420,11 @@ func TestAgentClientToolLoop(t *testing.T) {
 					if trip > tt.trips {
 						t.Fatalf("round trip %d still asks for tools: %s", trip, stageSummary(x.trace))
 					}
-					msgs = answerCalls(msgs, x, sunny)
+					result := tt.result
+					if result == nil {
+						result = sunny
+					}
+					msgs = answerCalls(msgs, x, result)
 				}
 				if got := len(msgs); got != 1+2*tt.trips {
 					t.Errorf("round trips with tool calls = %d, want %d", (got-1)/2, tt.trips)
@@ -426,6 +441,10 @@ func TestAgentClientToolLoop(t *testing.T) {
 			})
 		}
 	}
+}
+
+func samePlace(*api.ChatRequest) fakeollama.Reply {
+	return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
 }
 
 // TestAgentMixedServerAndClientCalls: in one turn OL1 calls a server tool
