@@ -46,9 +46,12 @@ func (r *run) clientNames() map[string]bool {
 
 // stageTools is what a stage with tools is offered: the server tools and,
 // in the reflexive chain, the client's tools beside them. A client tool
-// replaces the server tool of the same name for the request.
+// replaces the server tool of the same name for the request. tool_choice
+// "none" keeps the client's tools out; "required" and a named function
+// bind one model's answer, which in the chain no stage gives alone, so
+// they offer the tools as "auto" does.
 func (r *run) stageTools() []Tool {
-	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 {
+	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 || r.req.ToolChoice.Mode == "none" {
 		return r.e.specs
 	}
 	client := r.clientNames()
@@ -64,9 +67,6 @@ func (r *run) stageTools() []Tool {
 // offeredNames names the tools a stage with tools is offered, for its
 // prompt.
 func (r *run) offeredNames() []string {
-	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 {
-		return r.e.toolNames
-	}
 	offered := r.stageTools()
 	names := make([]string, len(offered))
 	for i, t := range offered {
@@ -80,6 +80,9 @@ func (r *run) offeredNames() []string {
 func (r *run) clientToolReasons() []string {
 	if len(r.req.ClientTools) == 0 {
 		return nil
+	}
+	if r.req.ToolChoice.Mode == "none" {
+		return []string{"client tools not offered: tool_choice none"}
 	}
 	names := make([]string, len(r.req.ClientTools))
 	for i, t := range r.req.ClientTools {
@@ -98,7 +101,7 @@ func (r *run) clientToolReasons() []string {
 // hasClientCalls reports whether a turn of the reflexive chain asked for a
 // client tool.
 func (r *run) hasClientCalls(calls []ToolCall) bool {
-	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 {
+	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 || r.req.ToolChoice.Mode == "none" {
 		return false
 	}
 	client := r.clientNames()

@@ -160,3 +160,27 @@ func TestResumeOtherConversation(t *testing.T) {
 		t.Errorf("reasons = %q, want a new chain", res.Trace.Reasons)
 	}
 }
+
+// TestClientToolChoiceNoneInChain: tool_choice none keeps the client's
+// tools from the chain's stages, so the chain never pauses for the client.
+func TestClientToolChoiceNoneInChain(t *testing.T) {
+	h := resumeHarness(t, store.NewMemory(0, 0))
+	res, err := h.engine.Run(context.Background(), &chain.RunRequest{
+		Model: chain.ModelReflexive, Conversation: "c", Messages: []chain.Message{{Role: "user", Content: "weather"}},
+		ClientTools: []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}, ToolChoice: chain.ToolChoice{Mode: "none"},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FinishReason != "stop" || len(res.Message.ToolCalls) != 0 {
+		t.Errorf("finish %q with %d calls, want stop with none", res.FinishReason, len(res.Message.ToolCalls))
+	}
+	for _, tl := range h.nodes["OL1"].requests()[0].Tools {
+		if tl.Name == "get_weather" {
+			t.Error("OL1 was offered the client's tool under tool_choice none")
+		}
+	}
+	if r := strings.Join(res.Trace.Reasons, "|"); !strings.Contains(r, "client tools not offered: tool_choice none") {
+		t.Errorf("reasons = %q", res.Trace.Reasons)
+	}
+}
