@@ -3,11 +3,15 @@ package chain_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/chain/mock"
+	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -182,5 +186,46 @@ func TestClientToolChoiceNoneInChain(t *testing.T) {
 	}
 	if r := strings.Join(res.Trace.Reasons, "|"); !strings.Contains(r, "client tools not offered: tool_choice none") {
 		t.Errorf("reasons = %q", res.Trace.Reasons)
+	}
+}
+
+// BenchmarkClientRoundTrip is an agent's two requests: the chain paused at
+// OL1's client call, its state saved, then found, decoded and resumed.
+func BenchmarkClientRoundTrip(b *testing.B) {
+	cfg, err := config.Parse([]byte(resumeNodes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.Tools.Root = b.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg.Tools.Root, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	backends := map[string]chain.Backend{}
+	for _, n := range cfg.Nodes {
+		backends[n.Name] = mock.New(n)
+	}
+	mem := store.NewMemory(0, 0)
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		msgs := []chain.Message{{Role: "user", Content: "weather and notes"}}
+		first, err := eng.Run(ctx, &chain.RunRequest{Model: chain.ModelReflexive, Conversation: "c", Messages: msgs, ClientTools: client}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs = append(msgs, first.Message, chain.Message{Role: "tool", ToolCallID: first.Message.ToolCalls[0].ID, Content: "sunny"})
+		res, err := eng.Run(ctx, &chain.RunRequest{Model: chain.ModelReflexive, Conversation: "c", Messages: msgs, ClientTools: client}, nil)
+		if err != nil || res.FinishReason != "stop" {
+			b.Fatalf("follow-up: %v %v", res, err)
+		}
 	}
 }
