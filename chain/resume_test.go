@@ -229,3 +229,56 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 		}
 	}
 }
+
+// TestResumeGlobalBudget: the chain's max_total_turns counts the turns of
+// every round trip: OL1 gets what the later stages leave it, across requests.
+func TestResumeGlobalBudget(t *testing.T) {
+	const yaml = `
+nodes:
+  - name: OL1
+    provider: mock
+    mock:
+      turns:
+        - tool_calls: [{name: get_weather, args: {city: Paris}}]
+        - tool_calls: [{name: get_weather, args: {city: Lyon}}]
+        - tool_calls: [{name: get_weather, args: {city: Nice}}]
+  - {name: M1, provider: mock, mock: {turns: [{content: analysis}]}}
+  - {name: M2, provider: mock, mock: {turns: [{content: answer}]}}
+chain:
+  max_total_turns: 4
+  stages: [{node: OL1, max_turns: 3, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+`
+	h := newHarness(t, yaml)
+	reg, err := tools.New(h.cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]chain.Backend{}
+	for name, rec := range h.nodes {
+		backends[name] = rec
+	}
+	mem := store.NewMemory(0, 0)
+	if h.engine, err = chain.New(h.cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	client := []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	msgs := []chain.Message{{Role: "user", Content: "weather"}}
+	var res *chain.Result
+	trips := 0
+	for {
+		res, err = h.engine.Run(context.Background(), &chain.RunRequest{Model: chain.ModelReflexive, Conversation: "c", Messages: msgs, ClientTools: client}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.FinishReason != "tool_calls" {
+			break
+		}
+		if trips++; trips > 3 {
+			t.Fatal("more than 3 round trips")
+		}
+		msgs = append(msgs, res.Message, chain.Message{Role: "tool", ToolCallID: res.Message.ToolCalls[0].ID, Content: "sunny " + string(rune('0'+trips))})
+	}
+	if got, want := stagesOf(res.Trace), "OL1:stopped_budget[get_weather:ok,get_weather:ok] M1:ok[] M2:ok[]"; got != want || res.Trace.Turns != 4 || trips != 2 {
+		t.Errorf("after %d round trips: %s, %d turns; want 2 round trips, %s, 4 turns", trips, got, res.Trace.Turns, want)
+	}
+}
