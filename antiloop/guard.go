@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Store keeps the guard's state with an expiry. Implementations live in the
@@ -376,7 +378,15 @@ func signatureKey(conv string, sig uint64) string {
 	return keyPrefix + "sig:" + keyEscaper.Replace(conv) + ":" + sigHex(sig)
 }
 
+// maxKeyCallID is the longest call ID kept as it is in a store key; a
+// longer one is hashed, so that no ID a model or client writes makes keys,
+// and the store's memory, grow with it.
+const maxKeyCallID = 64
+
 func callIDKey(conv, callID string, sig uint64) string {
+	if len(callID) > maxKeyCallID {
+		callID = "h" + sigHex(xxhash.Sum64String(callID))
+	}
 	return keyPrefix + "id:" + keyEscaper.Replace(conv) + ":" + keyEscaper.Replace(callID) + ":" + sigHex(sig)
 }
 

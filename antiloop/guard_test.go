@@ -261,6 +261,32 @@ func TestGuardKeys(t *testing.T) {
 	}
 }
 
+// TestGuardKeysBounded: a call ID of any length makes a key of bounded
+// length, and two long IDs stay two keys.
+func TestGuardKeysBounded(t *testing.T) {
+	ctx := context.Background()
+	s := &recordingStore{}
+	g := antiloop.NewGuard(s, sigTTL, idTTL)
+	long := strings.Repeat("x", 1<<20)
+	for _, id := range []string{long + "a", long + "b"} {
+		if _, err := g.Admit(ctx, "c", id, 1, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := map[string]bool{}
+	for _, k := range s.keys {
+		if len(k) > 200 {
+			t.Fatalf("key of %d bytes: %.80s…", len(k), k)
+		}
+		if strings.HasPrefix(k, "get chainproxy:id:") {
+			ids[k] = true
+		}
+	}
+	if len(ids) != 2 {
+		t.Errorf("call-ID lookups = %v, want two distinct keys", ids)
+	}
+}
+
 func TestGuardStoreError(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("boom")

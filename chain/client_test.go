@@ -43,7 +43,8 @@ var clientTools = []chain.Tool{
 func runClient(t *testing.T, h *harness, msgs []chain.Message, choice chain.ToolChoice) *chain.Result {
 	t.Helper()
 	res, err := h.engine.Run(context.Background(), &chain.RunRequest{
-		Model: chain.ModelReflexive, Conversation: t.Name(), Messages: msgs, ClientTools: clientTools, ToolChoice: choice,
+		// Simple mode: the reflexive chain's client tools are resume_test.go's.
+		Model: chain.ModelSimple, Conversation: t.Name(), Messages: msgs, ClientTools: clientTools, ToolChoice: choice,
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestClientToolsBatchDedup(t *testing.T) {
 	if want := []string{"c1:get_weather", "c3:get_time"}; !equalSlices(names, want) {
 		t.Errorf("calls = %v, want %v (the duplicate dropped)", names, want)
 	}
-	if res.Trace.Mode != chain.ModeSimple || res.Trace.Reasons[0] != "client tools: simple mode" {
+	if res.Trace.Mode != chain.ModeSimple || res.Trace.Reasons[0] != "forced by model chain/simple" {
 		t.Errorf("trace = %+v", res.Trace)
 	}
 	var stat []string

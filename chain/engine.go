@@ -48,6 +48,9 @@ type Deps struct {
 	Logger     *slog.Logger
 	// Admission, when set, bounds concurrent calls per node.
 	Admission Admitter
+	// Resume keeps chains waiting for a client's tool results; nil: a
+	// follow-up restarts the chain with the results as evidence.
+	Resume ResumeStore
 }
 
 // Admitter lets a model call wait its turn for a node. Acquire blocks until
@@ -77,6 +80,7 @@ type Engine struct {
 	admission  Admitter
 	offline    *offlineSet
 	caps       *capabilities
+	resume     ResumeStore
 	log        *slog.Logger
 }
 
@@ -92,6 +96,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		admission:  deps.Admission,
 		offline:    newOfflineSet(30*time.Second, time.Now),
 		caps:       newCapabilities(),
+		resume:     deps.Resume,
 		log:        deps.Logger,
 	}
 	if e.log == nil {
@@ -228,8 +233,22 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if emit == nil {
 		r.emit = func(Event) error { return nil }
 	}
+	var note string
+	if !route.Relay() {
+		var st *resumeState
+		if st, note = r.lookup(ctx); st != nil {
+			return r.resume(ctx, st)
+		}
+	}
 	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
+	if r.trace.Mode == ModeReflexive {
+		// Simple mode never pauses, so has nothing to resume: no note.
+		if note != "" {
+			r.trace.Reasons = append(r.trace.Reasons, note)
+		}
+		r.trace.Reasons = append(r.trace.Reasons, r.clientToolReasons()...)
+	}
 	r.trace.Stages = []StageTrace{}
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err
@@ -248,8 +267,6 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	switch {
 	case route.Node != "":
 		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}
-	case len(req.ClientTools) > 0:
-		return ModeSimple, []string{"client tools: simple mode"}
 	case route.Mode != "":
 		return route.Mode, []string{"forced by model " + req.Model}
 	case req.ForcedMode != "":

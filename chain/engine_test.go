@@ -429,7 +429,8 @@ func TestModeDecision(t *testing.T) {
 		{chain.ModelSimple, "", "Please compare these two files", false, "simple", "forced by model chain/simple"},
 		{chain.ModelAuto, "reflexive", "hi", false, "reflexive", "forced by header X-Chain-Mode"},
 		{"OL1", "", "compare", false, "simple", "direct to node OL1"},
-		{chain.ModelReflexive, "", "compare", true, "simple", "client tools: simple mode"},
+		{chain.ModelReflexive, "", "compare", true, "reflexive", "client tools offered to the stages with tools: get_weather"},
+		{chain.ModelSimple, "", "compare", true, "simple", "forced by model chain/simple"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.model+"/"+tt.msg, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,8 +37,9 @@ import (
 //	# one row:
 //	- name: what the model does              (the subtest name)
 //	  job: [..]           optional: job_status answers these in turn (the last repeats)
-//	  client_tools: [..]  optional: names of client tools ({"type":"object"} schemas);
-//	                      the request then goes the client-tool way
+//	  client_tools: [..]  optional: names of client tools ({"type":"object"} schemas)
+//	  mode: simple        optional: send the requests as chain/simple (default
+//	                      chain/reflexive)
 //	  history: [..]       optional: messages before the scripted turns:
 //	                      {role, content, id (tool_call_id), calls: [{id, name, args}]}
 //	  requests:           one or more requests, in one conversation, in order
@@ -50,6 +52,9 @@ import (
 //	            calls: [{name, args}]  native tool calls; args is the JSON text
 //	                      as written (sent verbatim on the OpenAI wire, decoded
 //	                      to an object on the Ollama wire)
+//	      client: [..]    optional: the client runs the tool calls the response
+//	                      ends with and sends back these results, in order; the
+//	                      next request continues that conversation
 //	      want:
 //	        stages: [..]  every stage's status, in order
 //	        runs: {tool: n}  how many times each tool really ran, counted from
@@ -67,6 +72,7 @@ type loopRow struct {
 	Name        string        `yaml:"name"`
 	Job         []string      `yaml:"job"`
 	ClientTools []string      `yaml:"client_tools"`
+	Mode        string        `yaml:"mode"`
 	History     []loopMessage `yaml:"history"`
 	Requests    []loopRequest `yaml:"requests"`
 }
@@ -91,6 +97,7 @@ type loopTurn struct {
 
 type loopRequest struct {
 	Script map[string][]loopTurn `yaml:"script"`
+	Client []string              `yaml:"client"`
 	Want   struct {
 		Stages []string       `yaml:"stages"`
 		Runs   map[string]int `yaml:"runs"`
@@ -345,8 +352,12 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = backend(t, wire, n, sc)
 	}
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: runner,
-		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	deps := chain.Deps{Backends: backends, Tools: runner,
+		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)}
+	if rs, ok := st.(chain.ResumeStore); ok { // a chain waiting on the client resumes from the same store
+		deps.Resume = rs
+	}
+	eng, err := chain.New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +378,11 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	}
 	for i, rq := range row.Requests {
 		sc.set(rq.Script)
-		req := &chain.RunRequest{TraceID: "loops", Model: chain.ModelReflexive, Conversation: conv,
+		model := chain.ModelReflexive
+		if row.Mode == "simple" {
+			model = chain.ModelSimple
+		}
+		req := &chain.RunRequest{TraceID: "loops", Model: model, Conversation: conv,
 			Messages: history, ClientTools: clientTools}
 		var emit func(chain.Event) error
 		var streamed strings.Builder
@@ -384,6 +399,17 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 			t.Fatalf("request %d: Run: %v", i, err)
 		}
 		checkLoopRequest(t, i, rq, res, runner.counts())
+		if len(rq.Client) > 0 {
+			if len(res.Message.ToolCalls) == 0 {
+				t.Fatalf("request %d: the row sends client results, but the response asked for no call", i)
+			}
+			asked := res.Message
+			asked.Role = "assistant"
+			history = append(slices.Clone(history), asked)
+			for j, c := range asked.ToolCalls {
+				history = append(history, chain.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: rq.Client[min(j, len(rq.Client)-1)]})
+			}
+		}
 		if stream && len(res.Message.ToolCalls) == 0 && streamed.String() != res.Message.Content {
 			t.Errorf("request %d: streamed %q, answer %q", i, streamed.String(), res.Message.Content)
 		}

@@ -32,8 +32,8 @@ func rolePrompt(i, n int) string {
 func (r *run) limits(s *stage) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Limits: you have at most %d model turn(s) in this stage.", s.allowed)
-	if s.cfg.tools && len(r.tv.names) > 0 {
-		fmt.Fprintf(&b, " Tools allowed: %s. Never repeat a call with the same arguments: a repeat stops this stage.", strings.Join(r.tv.names, ", "))
+	if names := r.offeredNames(); s.cfg.tools && len(names) > 0 {
+		fmt.Fprintf(&b, " Tools allowed: %s. Never repeat a call with the same arguments: a repeat stops this stage.", strings.Join(names, ", "))
 	} else {
 		b.WriteString(" No tools in this stage: answer in text.")
 	}

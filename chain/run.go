@@ -27,6 +27,8 @@ type run struct {
 	// tv is the tool set taken at the run's start: MCP tools that come or
 	// go mid-run change the next request, not this one.
 	tv *toolView
+	// client is the set of the request's client tool names (clientNames).
+	client map[string]bool
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -67,6 +69,10 @@ type stage struct {
 	instead *stage
 	// badCall is the last call's unreadable text tool call, if any.
 	badCall textCalls
+	// awaiting are the client calls the stage waits for, and clientRes
+	// what the stage knows of each client call identity (clienttools.go).
+	awaiting  []pendingCall
+	clientRes map[uint64]clientSeen
 }
 
 type stageConfig struct {
@@ -94,40 +100,52 @@ func (r *run) reachableAfter(i int) int {
 
 // reflexive runs the configured stages in order.
 func (r *run) reflexive(ctx context.Context) (*Result, error) {
+	return r.reflexiveFrom(ctx, 0, nil, nil)
+}
+
+// reflexiveFrom runs the stages from index from; resumed, when set, is that
+// stage resumed after the client ran its tools, and done the stages before.
+func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done []*stage) (*Result, error) {
 	stages := r.e.cfg.Chain.Stages
-	var done []*stage
 	var last *stage // last stage that produced something usable
-	for i, sc := range stages {
+	if len(done) > 0 {
+		last = done[len(done)-1]
+	}
+	for i := from; i < len(stages); i++ {
+		sc := stages[i]
 		node := r.e.nodes[sc.Node]
-		after := r.reachableAfter(i)
-		s := r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
-		if err := r.fitTools(ctx, s); err != nil {
-			return nil, err
-		}
-		s.answers = after == 0
-		s.allowed = min(sc.MaxTurns, r.left-after)
-		if s.answers && s.cfg.tools {
-			if r.left <= 1 {
-				// One turn left: it must answer, so it gets no tools.
-				s.cfg.tools = false
-			} else if s.allowed >= r.left {
-				// Keep one turn for the final call without tools.
-				s.allowed = r.left - 1
+		var stageErr error
+		s := resumed
+		if i != from || s == nil {
+			after := r.reachableAfter(i)
+			s = r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
+			if err := r.fitTools(ctx, s); err != nil {
+				return nil, err
+			}
+			s.answers = after == 0
+			s.allowed = min(sc.MaxTurns, r.left-after)
+			if s.answers && s.cfg.tools {
+				if r.left <= 1 {
+					// One turn left: it must answer, so it gets no tools.
+					s.cfg.tools = false
+				} else if s.allowed >= r.left {
+					// Keep one turn for the final call without tools.
+					s.allowed = r.left - 1
+				}
+			}
+			s.allowed = max(s.allowed, 1)
+			s.msgs = r.stageMessages(s, done, i, len(stages))
+			if err := r.startStage(s); err != nil {
+				return nil, err
+			}
+			if r.e.offline.isOffline(node.Name) {
+				s.stop = StageSkippedOffline
+				s.st.Error = "node " + node.Name + " is offline (remembered for 30s)"
 			}
 		}
-		s.allowed = max(s.allowed, 1)
-		s.msgs = r.stageMessages(s, done, i, len(stages))
 		if s.answers {
 			s.earlier = earlierAnswers(done)
 		}
-		if err := r.startStage(s); err != nil {
-			return nil, err
-		}
-		if r.e.offline.isOffline(node.Name) {
-			s.stop = StageSkippedOffline
-			s.st.Error = "node " + node.Name + " is offline (remembered for 30s)"
-		}
-		var stageErr error
 		if s.stop == "" {
 			if stageErr = r.turns(ctx, s); stageErr != nil {
 				if fatal(ctx, stageErr) {
@@ -135,6 +153,9 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 				}
 				r.stageError(s, stageErr)
 			}
+		}
+		if len(s.awaiting) > 0 && stageErr == nil {
+			return r.awaitingResult(ctx, s, done, i)
 		}
 		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline {
 			if stageErr = r.finalCall(ctx, s); stageErr != nil {
@@ -243,7 +264,7 @@ func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
 
 func (r *run) startStage(s *stage) error {
 	if s.cfg.tools {
-		s.tools = r.tv.specs
+		s.tools = r.stageTools()
 	}
 	r.trace.Stages = append(r.trace.Stages, s.st)
 	return r.emit(Event{Kind: EventStageStart, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, MaxTurns: s.allowed, Tools: len(s.tools) > 0})
@@ -299,6 +320,12 @@ func (r *run) turns(ctx context.Context, s *stage) error {
 			return nil
 		}
 		s.msgs = append(s.msgs, msg)
+		if r.hasClientCalls(msg.ToolCalls) {
+			if err := r.clientBatch(ctx, s, msg.ToolCalls); err != nil || len(s.awaiting) > 0 || s.stop != "" {
+				return err
+			}
+			continue
+		}
 		if len(msg.ToolCalls) > 0 {
 			results, err := r.execBatch(ctx, s, msg.ToolCalls)
 			if err != nil {

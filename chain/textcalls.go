@@ -294,7 +294,10 @@ func skipJSONSpace(s string, p int) int {
 // be read. It counts as a format error, like a call to an unknown tool, and
 // is in the trace as a failed call so that the stop is explained.
 func (r *run) badTextCall(s *stage, tc textCalls) error {
-	names := r.tv.names
+	names := make([]string, len(s.tools)) // what this stage is offered, client tools included
+	for i, t := range s.tools {
+		names[i] = t.Name
+	}
 	example := "list_dir"
 	if len(names) > 0 {
 		example = names[0]

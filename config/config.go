@@ -187,6 +187,9 @@ type Chain struct {
 	Render string `yaml:"render" json:"render"`
 	// Traces is how many recent traces are kept for /v1/chain/traces/{id}.
 	Traces int `yaml:"traces" json:"traces"`
+	// ResumeTTL is how long a chain waiting for a client's tool results
+	// can be resumed (chain.resume_ttl).
+	ResumeTTL time.Duration `yaml:"resume_ttl" json:"resume_ttl"`
 }
 
 // Stage is one step of the chain.
@@ -316,6 +319,7 @@ func Default() *Config {
 			SimpleNode:    "OL1",
 			ContextBudget: 24000,
 			Traces:        500,
+			ResumeTTL:     30 * time.Minute,
 		},
 		Classify: Classify{ShortChars: 50, LongChars: 280},
 		Tools: Tools{
@@ -578,6 +582,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Chain.Render != RenderNone && c.Chain.Render != RenderDetails {
 		bad("chain.render", "unknown render %q (want \"details\" or empty)", c.Chain.Render)
+	}
+	if c.Chain.ResumeTTL <= 0 {
+		bad("chain.resume_ttl", "must be positive, got %s", c.Chain.ResumeTTL)
 	}
 	if c.Chain.Traces <= 0 {
 		bad("chain.traces", "must be positive, got %d", c.Chain.Traces)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,6 +27,10 @@ type Store interface {
 	PutTrace(ctx context.Context, id string, data []byte) error
 	// GetTrace returns the trace stored under id.
 	GetTrace(ctx context.Context, id string) ([]byte, bool, error)
+	// PutResume and GetResume keep the chains waiting for a client's tool
+	// results (chain.ResumeStore).
+	PutResume(ctx context.Context, key string, state []byte, ttl time.Duration) error
+	GetResume(ctx context.Context, key string) ([]byte, bool, error)
 	// Status is "memory", "redis" or "degraded" (Redis configured but
 	// unreachable, serving from memory), as /readyz reports it.
 	Status() string

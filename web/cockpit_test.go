@@ -333,6 +333,7 @@ func TestCockpit(t *testing.T) {
 			{"stopped_format_errors", "⚠\uFE0E", "stopped: format errors", "warn"},
 			{"skipped_offline", "⊘", "skipped: offline", "off"},
 			{"failed", "✗", "failed", "bad"},
+			{"awaiting_client", "⏸\uFE0E", "waiting for client", "live"},
 		} {
 			t.Run(tc.status, func(t *testing.T) {
 				got := eval[map[string]string](t, p, fmt.Sprintf(`import("./static/view.js").then(m => {

@@ -151,6 +151,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 		Classifier: classify.New(cfg.Classify, registry.Names()),
 		Logger:     logger,
 		Admission:  admission,
+		Resume:     st,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ export const STAGE_STATUS = {
   skipped_offline: { icon: "⊘", word: "skipped: offline", tone: "off" },
   failed: { icon: "✗", word: "failed", tone: "bad" },
   degenerate: { icon: "≋", word: "degenerate answer", tone: "warn" },
+  awaiting_client: { icon: "⏸\uFE0E", word: "waiting for client", tone: "live" },
   running: { icon: "◌", word: "running", tone: "live" },
   cancelled: { icon: "■", word: "cancelled", tone: "off" },
   interrupted: { icon: "■", word: "interrupted", tone: "bad" },
@@ -28,6 +29,7 @@ export const TOOL_STATUS = {
   duplicate: { icon: "≡", word: "duplicate", tone: "warn" },
   cached: { icon: "↺", word: "cached", tone: "info" },
   blocked: { icon: "⊘", word: "blocked", tone: "bad" },
+  client: { icon: "⇄", word: "sent to the client", tone: "info" },
 };
 
 /** Results longer than this are cut, with a "show more" button. */

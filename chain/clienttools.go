@@ -1,0 +1,318 @@
+package chain
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"hash/fnv"
+	"strings"
+	"time"
+
+	"chainproxy/tools"
+)
+
+// StageAwaitingClient is the status of a stage that called the client's
+// tools: the response ends there and the chain resumes in that stage when
+// the client sends the results back.
+const StageAwaitingClient = "awaiting_client"
+
+// ToolClient is the status of a client tool call passed back to the client
+// and not yet answered.
+const ToolClient = "client"
+
+// pendingCall is a client tool call passed back to the client. Use is its
+// index in the stage's ToolsUsed, updated when the result comes back;
+// Repeat marks a call the stage already made in an earlier round trip.
+type pendingCall struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Args   string `json:"args"`
+	Use    int    `json:"use"`
+	Sig    uint64 `json:"sig"`
+	Repeat bool   `json:"repeat,omitempty"`
+}
+
+// clientNames is the set of the request's client tool names, made once.
+func (r *run) clientNames() map[string]bool {
+	if r.client == nil {
+		r.client = make(map[string]bool, len(r.req.ClientTools))
+		for _, t := range r.req.ClientTools {
+			r.client[t.Name] = true
+		}
+	}
+	return r.client
+}
+
+// stageTools is what a stage with tools is offered: the server tools and,
+// in the reflexive chain, the client's tools beside them. A client tool
+// replaces the server tool of the same name for the request. tool_choice
+// "none" keeps the client's tools out; "required" and a named function
+// bind one model's answer, which in the chain no stage gives alone, so
+// they offer the tools as "auto" does.
+func (r *run) stageTools() []Tool {
+	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 || r.req.ToolChoice.Mode == "none" {
+		return r.tv.specs
+	}
+	client := r.clientNames()
+	out := make([]Tool, 0, len(r.tv.specs)+len(r.req.ClientTools))
+	for _, t := range r.tv.specs {
+		if !client[t.Name] {
+			out = append(out, t)
+		}
+	}
+	return append(out, r.req.ClientTools...)
+}
+
+// offeredNames names the tools a stage with tools is offered, for its
+// prompt.
+func (r *run) offeredNames() []string {
+	offered := r.stageTools()
+	names := make([]string, len(offered))
+	for i, t := range offered {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// clientToolReasons says, for the trace, which client tools the chain
+// offers and which server tools they replace.
+func (r *run) clientToolReasons() []string {
+	if len(r.req.ClientTools) == 0 {
+		return nil
+	}
+	if r.req.ToolChoice.Mode == "none" {
+		return []string{"client tools not offered: tool_choice none"}
+	}
+	names := make([]string, len(r.req.ClientTools))
+	for i, t := range r.req.ClientTools {
+		names[i] = t.Name
+	}
+	out := []string{"client tools offered to the stages with tools: " + strings.Join(names, ", ")}
+	client := r.clientNames()
+	for _, n := range r.tv.names {
+		if client[n] {
+			out = append(out, "client tool "+n+" replaces the server tool "+n+" for this request")
+		}
+	}
+	return out
+}
+
+// hasClientCalls reports whether a turn of the reflexive chain asked for a
+// client tool.
+func (r *run) hasClientCalls(calls []ToolCall) bool {
+	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 || r.req.ToolChoice.Mode == "none" {
+		return false
+	}
+	client := r.clientNames()
+	for _, c := range calls {
+		if client[c.Name] {
+			return true
+		}
+	}
+	return false
+}
+
+// clientSeen is what a stage knows of one client call identity: how many
+// results came back for it, and the hash of the last one.
+type clientSeen struct {
+	Runs int    `json:"runs"`
+	Hash uint64 `json:"hash"`
+}
+
+// clientBatch handles a turn whose calls include client tools, the turn's
+// assistant message being the last of s.msgs. The server calls run first;
+// the client calls that pass the format and batch checks are left in
+// s.awaiting for the client. Client tools are volatile (the weather
+// changes), and follow the anti-loop's rule for them (JudgeClientCalls in
+// simple mode): calls are known by their identity (schema defaults filled
+// in, null optional fields dropped); a call the stage already made in an
+// earlier round trip goes to the client again, and stops the stage as a
+// repeat only if its result comes back the same (clientResults); one that
+// already ran antiloop.max_polls times in the stage is refused. A duplicate
+// within the batch is dropped from the assistant message (the client would
+// run it twice); a refused call gets a tool message saying why, so the
+// conversation stays well-formed.
+func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error {
+	client := r.clientNames()
+	at := len(s.msgs) - 1 // the turn's assistant message
+	var server []ToolCall
+	for _, c := range calls {
+		if !client[c.Name] {
+			server = append(server, c)
+		}
+	}
+	if len(server) > 0 {
+		results, err := r.execBatch(ctx, s, server)
+		if err != nil {
+			return err
+		}
+		s.msgs = append(s.msgs, results...)
+	}
+	asked := &s.msgs[at]
+	kept := asked.ToolCalls[:0:0]
+	firstOf := map[uint64]bool{}
+	idf := clientIdentities(r.req.ClientTools)
+	var blocked []Message
+	for _, c := range asked.ToolCalls {
+		if !client[c.Name] {
+			kept = append(kept, c)
+			continue
+		}
+		u := ToolUse{Name: c.Name, Args: argsJSON(c.Arguments)}
+		sig, ok := idf.hash(c)
+		switch {
+		case s.stop != "":
+			u.Status, u.Result = ToolBlocked, "not passed to the client: the stage stopped ("+s.stop+")"
+		case !ok:
+			u.Status, u.Result = ToolError, "error: the arguments are not valid JSON. Call "+c.Name+" again with a JSON object that matches its schema."
+			s.fmtErrs++
+			if s.fmtErrs >= r.e.cfg.Antiloop.MaxFormatErrors {
+				s.stop = StageStoppedFormatErrors
+			}
+		case firstOf[sig]:
+			u.Status, u.Result = ToolDuplicate, "not passed to the client: same call twice in one turn"
+		case s.clientRes[sig].Runs >= r.e.cfg.Antiloop.MaxPolls:
+			s.fmtErrs = 0
+			u.Status, u.Result = ToolBlocked, pollsNote(s.clientRes[sig].Runs)
+		default:
+			s.fmtErrs = 0
+			firstOf[sig] = true
+			repeat := s.clientRes[sig].Runs > 0
+			u.Status, u.Result = ToolClient, "passed to the client to run; its result comes with the next request"
+			c.ID = newCallID()
+			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed), Sig: sig, Repeat: repeat})
+		}
+		switch u.Status {
+		case ToolClient:
+			kept = append(kept, c)
+		case ToolDuplicate:
+		default:
+			kept = append(kept, c)
+			blocked = append(blocked, Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: u.Result})
+			s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: u.Result})
+		}
+		s.st.ToolsUsed = append(s.st.ToolsUsed, u)
+		tu := u
+		if err := r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &tu}); err != nil {
+			return err
+		}
+	}
+	asked.ToolCalls = kept
+	s.msgs = append(s.msgs, blocked...)
+	if s.stop != "" && len(s.awaiting) > 0 {
+		// A later call of the batch stopped the stage: none goes out.
+		for _, p := range s.awaiting {
+			u := &s.st.ToolsUsed[p.Use]
+			u.Status, u.Result = ToolBlocked, "not passed to the client: the stage stopped ("+s.stop+")"
+			s.msgs = append(s.msgs, Message{Role: "tool", ToolCallID: p.ID, Name: p.Name, Content: u.Result})
+		}
+		s.awaiting = nil
+	}
+	r.trace.Stages[s.idx] = s.st
+	return nil
+}
+
+// clientResults feeds the results the client sent back (the tool messages
+// of its follow-up) to the resumed stage. A call the client did not answer
+// gets an error result rather than a malformed conversation.
+func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) error {
+	sent := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == "tool" {
+			sent[m.ToolCallID] = m.Content
+		}
+	}
+	cfg := r.e.cfg.Tools
+	for _, p := range pending {
+		res, ok := sent[p.ID]
+		if !ok {
+			res = "error: the client sent no result for this call"
+		}
+		u := &s.st.ToolsUsed[p.Use]
+		u.Status = ToolOK
+		if clientError(res) {
+			u.Status = ToolError
+		}
+		if s.clientRes == nil {
+			s.clientRes = map[uint64]clientSeen{}
+		}
+		h := resultHash(res)
+		prev, ok := s.clientRes[p.Sig]
+		if ok && p.Repeat && prev.Hash == h && s.stop == "" {
+			// The same call gave the same result again: the stage learns
+			// nothing more from it, and stops as on a server repeat.
+			s.stop = StageStoppedRepeat
+			res += "\n\n[the same call returned the same result before in this stage; the stage stops here]"
+		}
+		s.clientRes[p.Sig] = clientSeen{Runs: prev.Runs + 1, Hash: h}
+		model := tools.Truncate(res, cfg.MaxResultBytes)
+		u.Result = tools.Truncate(res, cfg.TraceResultBytes)
+		s.msgs = append(s.msgs, Message{Role: "tool", ToolCallID: p.ID, Name: p.Name, Content: model})
+		s.evidence = append(s.evidence, evidence{name: p.Name, args: string(u.Args), status: u.Status, result: model})
+		tu := *u
+		if err := r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &tu}); err != nil {
+			return err
+		}
+	}
+	r.trace.Stages[s.idx] = s.st
+	return nil
+}
+
+// resultHash identifies a client result, to tell a repeat that learned
+// nothing (same result) from one that did.
+func resultHash(res string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(res))
+	return h.Sum64()
+}
+
+// clientError reads a client's tool result as a failure when it says so:
+// OpenAI's tool messages carry no error flag, and agent frameworks
+// (LangChain's ToolMessage, the AI SDK) write a failed tool as text that
+// starts with "Error".
+func clientError(res string) bool {
+	t := strings.TrimSpace(res)
+	return len(t) >= 5 && strings.EqualFold(t[:5], "error")
+}
+
+// newCallID issues the ID of a client call. The proxy issues its own rather
+// than passing the upstream's: Ollama's and the text-call IDs repeat across
+// requests, and the ID is what finds the chain to resume.
+func newCallID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
+
+// awaitingResult ends the response at stage s, which waits for the client's
+// tool results: the stage is marked awaiting_client, what resumption needs
+// is saved, and the answer is the client's tool calls.
+func (r *run) awaitingResult(ctx context.Context, s *stage, done []*stage, cfgIdx int) (*Result, error) {
+	s.st.Status = StageAwaitingClient
+	s.st.DurationMS = time.Since(s.started).Milliseconds()
+	r.trace.Stages[s.idx] = s.st
+	st := s.st
+	if err := r.emit(Event{Kind: EventStageEnd, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, StageTrace: &st}); err != nil {
+		return nil, err
+	}
+	r.save(ctx, s, done, cfgIdx)
+	msg := Message{Role: "assistant"}
+	for _, p := range s.awaiting {
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: p.ID, Name: p.Name, Arguments: p.Args})
+	}
+	if s.answers && r.streamed {
+		// The answering stage's text of this turn already reached the client.
+		msg.Content = s.msgs[len(s.msgs)-1-r.toolMessagesAfter(s)].Content
+	}
+	return &Result{Message: msg, FinishReason: "tool_calls", Trace: r.trace, Upstream: r.upstream}, nil
+}
+
+// toolMessagesAfter counts the tool messages that end s.msgs, after the
+// turn's assistant message.
+func (r *run) toolMessagesAfter(s *stage) int {
+	n := 0
+	for i := len(s.msgs) - 1; i >= 0 && s.msgs[i].Role == "tool"; i-- {
+		n++
+	}
+	return n
+}
