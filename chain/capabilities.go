@@ -41,10 +41,27 @@ type Describer interface {
 type capabilities struct {
 	mu    sync.Mutex
 	known map[string][]string // node → capabilities; absent: not yet known
+	// asked holds the nodes whose server was asked since startup, whatever
+	// it said: a server that reports no capabilities (an OpenAI-compatible
+	// /v1/models), or failed, is not asked again on every request; the
+	// readiness probe (startup, /readyz, a node coming back) asks again.
+	asked map[string]bool
 }
 
 func newCapabilities() *capabilities {
-	return &capabilities{known: map[string][]string{}}
+	return &capabilities{known: map[string][]string{}, asked: map[string]bool{}}
+}
+
+func (c *capabilities) markAsked(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked[node] = true
+}
+
+func (c *capabilities) wasAsked(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.asked[node]
 }
 
 func (c *capabilities) get(node string) ([]string, bool) {
@@ -72,6 +89,9 @@ func (e *Engine) describe(ctx context.Context, n *Node) error {
 		return nil
 	}
 	info, err := d.Describe(ctx)
+	if ctx.Err() == nil {
+		e.caps.markAsked(n.Name)
+	}
 	if err != nil {
 		return err
 	}
@@ -100,7 +120,7 @@ func (e *Engine) Capabilities(node string) (caps []string, known bool) {
 // nobody can tell, it assumes tools, as OpenAI-compatible servers take them.
 func (e *Engine) takesTools(ctx context.Context, n *Node) bool {
 	caps, known := e.Capabilities(n.Name)
-	if !known && !e.offline.isOffline(n.Name) {
+	if !known && !e.offline.isOffline(n.Name) && !e.caps.wasAsked(n.Name) {
 		// An offline node is skipped anyway: asking it would only wait.
 		if err := e.describe(ctx, n); err == nil {
 			caps, known = e.caps.get(n.Name)

@@ -24,8 +24,9 @@ type upstream struct {
 	caps   []string // nil: Describe reports nothing
 	err    error    // Describe's error
 
-	mu   sync.Mutex
-	reqs []chain.Request
+	mu        sync.Mutex
+	reqs      []chain.Request
+	described int // Describe calls
 }
 
 func (u *upstream) Chat(_ context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
@@ -38,6 +39,9 @@ func (u *upstream) Chat(_ context.Context, req *chain.Request, fn func(chain.Chu
 func (u *upstream) Probe(context.Context) error { return nil }
 
 func (u *upstream) Describe(context.Context) (chain.ModelInfo, error) {
+	u.mu.Lock()
+	u.described++
+	u.mu.Unlock()
 	return chain.ModelInfo{Capabilities: u.caps}, u.err
 }
 
@@ -204,6 +208,34 @@ func TestCapabilitiesReadWhenUnknown(t *testing.T) {
 	}
 	if caps, known := e.Capabilities("OL1"); !known || !slices.Equal(caps, []string{"completion"}) {
 		t.Errorf("Capabilities = %q, %v; want [completion], true", caps, known)
+	}
+}
+
+// TestCapabilitiesAskedOnce: a server that reports no capabilities (an
+// OpenAI-compatible /v1/models), or cannot be asked, is asked at the first
+// request, not at every one; the readiness probe asks again.
+func TestCapabilitiesAskedOnce(t *testing.T) {
+	for name, ol1 := range map[string]*upstream{
+		"reports nothing": {},
+		"fails":           {err: errors.New("GET /models: 404")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newUpstreamEngine(t, map[string]*upstream{"OL1": ol1, "M1": {}, "M2": {}}, nil)
+			for range 3 {
+				if _, err := runModel(t, e, &chain.RunRequest{Model: chain.ModelSimple}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := len(ol1.requests()[2].Tools); n == 0 {
+				t.Error("no tools offered to a node nobody can tell about")
+			}
+			_ = e.Probe(context.Background(), "OL1")
+			ol1.mu.Lock()
+			defer ol1.mu.Unlock()
+			if ol1.described != 2 {
+				t.Errorf("Describe called %d times for 3 requests and a probe, want 2", ol1.described)
+			}
+		})
 	}
 }
 

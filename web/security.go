@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -89,13 +90,18 @@ func LoopbackAddr(addr string) bool {
 }
 
 func loopbackHost(host string) bool {
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+	host = strings.TrimSuffix(host, ".")
+	if strings.EqualFold(host, "localhost") || len(host) > len(".localhost") && strings.EqualFold(host[len(host)-len(".localhost"):], ".localhost") {
 		return true
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(strings.Trim(host, "[]")) // no allocation, unlike net.ParseIP
+	return err == nil && ip.IsLoopback()
 }
+
+var (
+	nosniffValue = []string{"nosniff"}
+	cspValue     = []string{cockpitCSP}
+)
 
 // browserGuard refuses what a browser page on another site could make the
 // proxy do: a foreign Host when bound to loopback (DNS rebinding, the class
@@ -105,8 +111,11 @@ func loopbackHost(host string) bool {
 // Every answer gets nosniff and, for the cockpit, its CSP.
 func (s *Server) browserGuard(c *gin.Context) {
 	h := c.Writer.Header()
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", cockpitCSP)
+	// Shared values, set on every response without an allocation; the keys
+	// are canonical already. Nothing appends to them (Add would copy: their
+	// capacity is their length).
+	h["X-Content-Type-Options"] = nosniffValue
+	h["Content-Security-Policy"] = cspValue
 	if s.loopback && !s.hostAllowed(c.Request.Host) {
 		s.reject(c, "host", errForbiddenHost)
 		c.Abort()
