@@ -50,7 +50,7 @@ func (r *run) clientNames() map[string]bool {
 // bind one model's answer, which in the chain no stage gives alone, so
 // they offer the tools as "auto" does.
 func (r *run) stageTools() []Tool {
-	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 || r.req.ToolChoice.Mode == "none" {
+	if !r.offersClientTools() {
 		return r.tv.specs
 	}
 	client := r.clientNames()
@@ -63,9 +63,19 @@ func (r *run) stageTools() []Tool {
 	return append(out, r.req.ClientTools...)
 }
 
+// offersClientTools reports whether the stages with tools are offered the
+// client's tools beside the server's: in the reflexive chain, unless
+// tool_choice is "none".
+func (r *run) offersClientTools() bool {
+	return r.trace.Mode == ModeReflexive && len(r.req.ClientTools) > 0 && r.req.ToolChoice.Mode != "none"
+}
+
 // offeredNames names the tools a stage with tools is offered, for its
 // prompt.
 func (r *run) offeredNames() []string {
+	if !r.offersClientTools() {
+		return r.tv.names
+	}
 	offered := r.stageTools()
 	names := make([]string, len(offered))
 	for i, t := range offered {
@@ -100,7 +110,7 @@ func (r *run) clientToolReasons() []string {
 // hasClientCalls reports whether a turn of the reflexive chain asked for a
 // client tool.
 func (r *run) hasClientCalls(calls []ToolCall) bool {
-	if r.trace.Mode != ModeReflexive || len(r.req.ClientTools) == 0 || r.req.ToolChoice.Mode == "none" {
+	if !r.offersClientTools() {
 		return false
 	}
 	client := r.clientNames()

@@ -106,6 +106,11 @@ func hasLetter(s string) bool {
 	return false
 }
 
+// quietStep is how often, in bytes, the content of a call that is not
+// streamed is checked for a repetition loop: a loop found a few hundred
+// bytes late is cut at its first copy all the same.
+const quietStep = 256
+
 // answerGate decides, chunk by chunk, what of a model call's content may be
 // shown to the client as it streams. It holds content back only while it
 // may still turn out not to be an answer: the start of a text tool call,
@@ -123,6 +128,10 @@ type answerGate struct {
 	// check is the content length from which runs must be looked for
 	// again (see next).
 	check int
+	// quiet: the content is not streamed to the client, so no copy needs
+	// holding back; runs are looked for every quietStep bytes, only to stop
+	// the call and save its tokens.
+	quiet bool
 	// loop is the repetition found, if any.
 	loop *repetition
 }
@@ -142,7 +151,10 @@ func (g *answerGate) next(content string) (string, error) {
 	}
 	rep, ok := findRun(content)
 	g.check = 0
-	if !ok {
+	switch {
+	case !ok && g.quiet:
+		g.check = len(content) + quietStep
+	case !ok:
 		g.check = len(content) + loopMinRunes
 	}
 	switch {

@@ -259,3 +259,27 @@ func FuzzAnswerGate(f *testing.F) {
 		}
 	})
 }
+
+// TestQuietGateLoop: a call that is not streamed (an earlier stage) is
+// checked less often, and its loop is still stopped within a few copies
+// and cut to the first one.
+func TestQuietGateLoop(t *testing.T) {
+	sentence := "The answer is in the file notes.md, read it. "
+	g := answerGate{quiet: true}
+	var content strings.Builder
+	for i := 0; i < 60; i++ {
+		for _, w := range strings.SplitAfter(sentence, " ") {
+			content.WriteString(w)
+			if _, err := g.next(content.String()); err == errLoop {
+				if n := strings.Count(content.String(), sentence); n > 5+quietStep/len(sentence)+1 {
+					t.Errorf("stopped after %d copies", n)
+				}
+				if got := content.String()[:g.loop.keep]; got != sentence {
+					t.Errorf("kept %q, want %q", got, sentence)
+				}
+				return
+			}
+		}
+	}
+	t.Error("the loop was never stopped")
+}

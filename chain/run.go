@@ -389,15 +389,20 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	// content may still be one; repetition loops are cut in every call.
 	live := s.answers
 	parse := s.node.TextCalls()
-	fresh := answerGate{calls: live && parse, bare: len(offered) > 0}
+	fresh := answerGate{calls: live && parse, bare: len(offered) > 0, quiet: !live}
 	if live {
 		fresh.copies = s.earlier
 	}
-	var gate answerGate
-	var content, reasoning strings.Builder
-	var calls []ToolCall
-	var usage *Usage
-	var finish string
+	// What the chunk callback fills in, in one value: the closure shares
+	// it, so it costs one allocation rather than one per variable.
+	var cs struct {
+		gate               answerGate
+		content, reasoning strings.Builder
+		calls              []ToolCall
+		usage              *Usage
+		finish             string
+		sent               bool // whether this call's content reached the client
+	}
 	defer func(t0 time.Time) { r.upstream += time.Since(t0) }(time.Now())
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
@@ -406,30 +411,29 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 		defer release()
 	}
-	sent := false // whether this call's content reached the client
 	var err error
 	for attempt := 0; ; attempt++ {
-		content.Reset()
-		reasoning.Reset()
-		gate = fresh
-		calls, usage, finish = nil, nil, ""
+		cs.content.Reset()
+		cs.reasoning.Reset()
+		cs.gate = fresh
+		cs.calls, cs.usage, cs.finish = nil, nil, ""
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
-			content.WriteString(c.Content)
+			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
-				finish = c.FinishReason
+				cs.finish = c.FinishReason
 			}
-			reasoning.WriteString(c.Reasoning)
-			calls = append(calls, c.ToolCalls...)
+			cs.reasoning.WriteString(c.Reasoning)
+			cs.calls = append(cs.calls, c.ToolCalls...)
 			if c.Usage != nil {
-				usage = c.Usage
+				cs.usage = c.Usage
 			}
 			var show string
 			var loopErr error
 			if c.Content != "" {
-				show, loopErr = gate.next(content.String())
+				show, loopErr = cs.gate.next(cs.content.String())
 			}
 			if live && (show != "" || c.Reasoning != "") {
-				sent = true
+				cs.sent = true
 				if show != "" {
 					r.streamed = true
 				}
@@ -446,7 +450,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		// Batch requests ride out a node restarting (design 001: retry
 		// with backoff); interactive ones fail fast. Never once the client
 		// has seen part of the answer: a retry would repeat it.
-		if err == nil || !r.req.Batch || sent || attempt >= len(s.node.RetryBackoff) || !retryable(err) {
+		if err == nil || !r.req.Batch || cs.sent || attempt >= len(s.node.RetryBackoff) || !retryable(err) {
 			break
 		}
 		r.logger().Info("retrying upstream call", "node", s.node.Name, "attempt", attempt+1, "err", err)
@@ -454,19 +458,19 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			return Message{}, werr
 		}
 	}
-	if usage != nil {
-		s.st.Usage = s.st.Usage.Add(*usage)
+	if cs.usage != nil {
+		s.st.Usage = s.st.Usage.Add(*cs.usage)
 	}
 	if err != nil {
 		return Message{}, err
 	}
-	text := content.String()
-	if gate.loop != nil {
-		text = text[:gate.loop.keep]
-		s.loop = gate.loop
-		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", gate.loop.seg, "copies", gate.loop.copies)
+	text := cs.content.String()
+	if cs.gate.loop != nil {
+		text = text[:cs.gate.loop.keep]
+		s.loop = cs.gate.loop
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.seg, "copies", cs.gate.loop.copies)
 	}
-	msg := Message{Role: "assistant", Content: text, ToolCalls: calls}
+	msg := Message{Role: "assistant", Content: text, ToolCalls: cs.calls}
 	var tc textCalls
 	if parse {
 		// Without tools offered a call cannot run, but its raw text is no
@@ -480,17 +484,17 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 	}
 	s.badCall = tc
-	if show := gate.end(text, tc); live && show != "" {
+	if show := cs.gate.end(text, tc); live && show != "" {
 		r.streamed = true
 		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: show}); err != nil {
 			return Message{}, err
 		}
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
-	s.finish = finish
-	s.st.FinishReason = finish
-	if reasoning.Len() > 0 {
-		s.reason = reasoning.String()
+	s.finish = cs.finish
+	s.st.FinishReason = cs.finish
+	if cs.reasoning.Len() > 0 {
+		s.reason = cs.reasoning.String()
 	}
 	if msg.Content != "" {
 		s.content = append(s.content, msg.Content)
