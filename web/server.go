@@ -66,12 +66,14 @@ type Server struct {
 	keepalive  time.Duration
 	logPrompts bool
 	keys       [][]byte
-	loopback   bool          // bound to loopback only: Host is checked
-	secrets    []string      // configured keys, masked in error text
-	draining   chan struct{} // closed when streams must end (Drain)
-	drainOnce  sync.Once
-	handler    http.Handler
-	models     []byte // the /v1/models body, static for the process
+	loopback   bool     // bound to loopback only: Host is checked
+	secrets    []string // configured keys, masked in error text
+	// drained ends when streams must end (Drain); drain ends it.
+	drained   context.Context
+	drain     context.CancelFunc
+	drainOnce sync.Once
+	handler   http.Handler
+	models    []byte // the /v1/models body, static for the process
 }
 
 // New builds the server's handler tree.
@@ -94,7 +96,7 @@ func New(o Options) *Server {
 	}
 	s.models = s.modelList()
 	s.loopback = LoopbackAddr(o.Config.Server.Addr)
-	s.draining = make(chan struct{})
+	s.drained, s.drain = context.WithCancel(context.Background())
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
