@@ -21,15 +21,13 @@ const StageAwaitingClient = "awaiting_client"
 const ToolClient = "client"
 
 // pendingCall is a client tool call passed back to the client. Use is its
-// index in the stage's ToolsUsed, updated when the result comes back;
-// Repeat marks a call the stage already made in an earlier round trip.
+// index in the stage's ToolsUsed, updated when the result comes back.
 type pendingCall struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Args   string `json:"args"`
-	Use    int    `json:"use"`
-	Sig    uint64 `json:"sig"`
-	Repeat bool   `json:"repeat,omitempty"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	Args string `json:"args"`
+	Use  int    `json:"use"`
+	Sig  uint64 `json:"sig"`
 }
 
 // clientNames is the set of the request's client tool names, made once.
@@ -187,10 +185,9 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 		default:
 			s.fmtErrs = 0
 			firstOf[sig] = true
-			repeat := s.clientRes[sig].Runs > 0
 			u.Status, u.Result = ToolClient, "passed to the client to run; its result comes with the next request"
 			c.ID = newCallID()
-			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed), Sig: sig, Repeat: repeat})
+			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed), Sig: sig})
 		}
 		switch u.Status {
 		case ToolClient:
@@ -248,7 +245,7 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		}
 		h := resultHash(res)
 		prev, ok := s.clientRes[p.Sig]
-		if ok && p.Repeat && prev.Hash == h && s.stop == "" {
+		if ok && prev.Hash == h && s.stop == "" {
 			// The same call gave the same result again: the stage learns
 			// nothing more from it, and stops as on a server repeat.
 			s.stop = StageStoppedRepeat

@@ -63,6 +63,8 @@ type Admitter interface {
 type Node struct {
 	config.Node
 	Backend Backend
+	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
+	keepAlive *time.Duration
 }
 
 // Engine runs requests. It is safe for concurrent use.
@@ -114,6 +116,13 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
 		node := &Node{Node: n, Backend: b}
+		if n.KeepAlive != "" {
+			d, err := config.ParseKeepAlive(n.KeepAlive)
+			if err != nil {
+				return nil, fmt.Errorf("chain: node %q: %w", n.Name, err)
+			}
+			node.keepAlive = &d
+		}
 		e.nodes[n.Name] = node
 		e.order = append(e.order, node)
 		if _, dup := e.byModel[n.Model]; !dup {

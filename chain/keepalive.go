@@ -1,10 +1,6 @@
 package chain
 
-import (
-	"time"
-
-	"chainproxy/config"
-)
+import "time"
 
 // keepAlive is the keep_alive of stage s's calls: the client's in simple
 // mode and relay, where the client chose the one model it talks to; else
@@ -14,14 +10,5 @@ func (r *run) keepAlive(s *stage) *time.Duration {
 	if r.req.KeepAlive != nil && r.trace.Mode == ModeSimple {
 		return r.req.KeepAlive
 	}
-	if s.node.KeepAlive == "" {
-		return nil
-	}
-	// Validated by config.Load; a value that fails here was set by code
-	// and is left to the upstream's default.
-	d, err := config.ParseKeepAlive(s.node.KeepAlive)
-	if err != nil {
-		return nil
-	}
-	return &d
+	return s.node.keepAlive
 }

@@ -59,7 +59,6 @@ type stage struct {
 	idle     int    // turns in a row without progress
 	stop     string // stop status, "" while running
 	reason   string // last reasoning text
-	finish   string // finish reason of the last model call
 	// earlier are the answers of the stages before, which the answering
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
@@ -491,7 +490,6 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
-	s.finish = cs.finish
 	s.st.FinishReason = cs.finish
 	if cs.reasoning.Len() > 0 {
 		s.reason = cs.reasoning.String()
@@ -519,7 +517,7 @@ func (r *run) result(s *stage) (*Result, error) {
 	}
 	res := &Result{
 		Message:      Message{Role: "assistant", Content: text, Reasoning: s.reason},
-		FinishReason: answerFinish(s.finish),
+		FinishReason: answerFinish(s.st.FinishReason),
 		Trace:        r.trace,
 		Upstream:     r.upstream,
 	}

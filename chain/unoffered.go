@@ -1,6 +1,9 @@
 package chain
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // dropUnoffered removes from msg the calls of tools the client did not
 // offer, records them in the trace as blocked, and returns their names. A
@@ -11,7 +14,7 @@ func (r *run) dropUnoffered(s *stage, msg *Message, offered []Tool) []string {
 	var dropped []string
 	keep := msg.ToolCalls[:0:0]
 	for _, c := range msg.ToolCalls {
-		if offersTool(offered, c.Name) {
+		if slices.ContainsFunc(offered, func(t Tool) bool { return t.Name == c.Name }) {
 			keep = append(keep, c)
 			continue
 		}
@@ -23,15 +26,6 @@ func (r *run) dropUnoffered(s *stage, msg *Message, offered []Tool) []string {
 		r.trace.Stages[s.idx] = s.st
 	}
 	return dropped
-}
-
-func offersTool(offered []Tool, name string) bool {
-	for _, t := range offered {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // unofferedNote tells the model which of its calls cannot be made and what
