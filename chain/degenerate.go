@@ -41,16 +41,16 @@ type repetition struct {
 // loop reports whether the run is long enough to be a repetition loop.
 func (rep repetition) loop() bool { return rep.copies >= loopMinCopies }
 
-// findRun reports whether s ends in loopMinCopies-2 copies or more of a
-// segment of loopMinRunes characters or more: three copies announce a loop
-// (see answerGate.next). It looks for the last loopTail bytes earlier in s:
+// findRun reports whether s ends in two copies or more of a segment of
+// loopMinRunes characters or more: two copies announce a loop (see
+// answerGate.next). It looks for the last loopTail bytes earlier in s:
 // a text that ends p-periodic has them p bytes back. The nearest
 // occurrences are tried first, so the period found is the shortest; a
 // shortest period under loopMinRunes is no loop. It scans at most
 // loopMaxPeriod bytes and allocates nothing, so it can run on streamed
 // chunks.
 func findRun(s string) (repetition, bool) {
-	const least = loopMinCopies - 2
+	const least = 2
 	n := len(s)
 	if n < loopMinRunes*least {
 		return repetition{}, false
@@ -59,20 +59,26 @@ func findRun(s string) (repetition, bool) {
 	// least copies of p bytes need least·p bytes: a longer period cannot
 	// have them yet.
 	lo := max(0, n-loopTail-min(loopMaxPeriod, n/least))
-	hay := s[lo : n-1]
-	// The last few occurrences of the tail, found with forward searches:
-	// Index is several times faster than LastIndex, and prose rarely has
-	// the tail twice.
+	// The last few occurrences of the tail that start from lo up to
+	// n-loopTail-1 (periods from 1), found forward from its rarest byte:
+	// IndexByte skips prose at vector speed when the byte is rare, where
+	// strings.Index stops at every common first byte (and LastIndex is a
+	// byte loop).
+	at := rarest(tail)
+	c := tail[at]
 	var near [4]int
 	found := 0
-	for i := 0; ; {
-		j := strings.Index(hay[i:], tail)
+	for i := lo + at; ; {
+		j := strings.IndexByte(s[i:n-loopTail+at], c)
 		if j < 0 {
 			break
 		}
-		near[found%len(near)] = lo + i + j
-		found++
-		i += j + 1
+		i += j
+		if start := i - at; s[start:start+loopTail] == tail {
+			near[found%len(near)] = start
+			found++
+		}
+		i++
 	}
 	for k := 0; k < min(found, len(near)); k++ {
 		at := near[(found-1-k)%len(near)] // nearest first
@@ -94,6 +100,30 @@ func findRun(s string) (repetition, bool) {
 	}
 	return repetition{}, false
 }
+
+// rarest is the index of the byte of s that is least common in text, by
+// byteRank: the first of rank 0, which most tails of prose have.
+func rarest(s string) int {
+	best, rank := 0, byteRank[s[0]]
+	for i := 1; i < len(s) && rank > 0; i++ {
+		if r := byteRank[s[i]]; r < rank {
+			best, rank = i, r
+		}
+	}
+	return best
+}
+
+// byteRank orders bytes by how common they are in prose, the most common
+// highest: the space, then lower-case letters by their frequency in
+// English and French. Every other byte (capitals, digits, punctuation,
+// UTF-8 continuation bytes) ranks 0: they are rare enough.
+var byteRank = func() (r [256]uint8) {
+	const common = "zqxjkvbpygfwmucldhrsnioate " // least common first
+	for i := range len(common) {
+		r[common[i]] = uint8(i + 1)
+	}
+	return r
+}()
 
 // hasLetter reports whether s has a letter: a repeated run of digits,
 // spaces and punctuation is a table or a drawing, not a model chanting.
@@ -140,22 +170,57 @@ type answerGate struct {
 // It returns errLoop once the content ends in a repetition loop: the call
 // must stop, and its content is cut at g.loop.keep. It holds back the
 // content from where a fifth copy would start while the content ends in
-// four.
+// four. It looks for loops only every 40 bytes until two copies show up:
+// see pass, which the streaming path tries first.
 func (g *answerGate) next(content string) (string, error) {
-	if len(content) < g.check {
-		// No three copies ended at the last check: four copies of p ≥ 20
-		// bytes cannot end within the next 20 bytes (at the last check, 3p
-		// of them would have been there already), and the fifth starts
-		// later still. A look every 20 bytes or so is enough.
-		return g.release(content, g.safe(content)), nil
+	if len(content) >= g.check {
+		return g.look(content)
 	}
+	// No two copies ended at the last check: four copies of p ≥ 20 bytes
+	// cannot end within the next 40 bytes (at the last check, 2p of them
+	// would have been there already), and the fifth starts later still.
+	// A look every 40 bytes or so is enough.
+	if g.quiet {
+		return "", nil // nothing of a quiet call is shown
+	}
+	return g.release(content, g.safe(content)), nil
+}
+
+// pass is next for the usual chunk, on a path the compiler inlines, as
+// the streaming path calls it for every chunk: between two looks for a
+// loop, with the start of the answer out (so it is no copy of an earlier
+// one) and nothing held, the new bytes go out unless one of them may
+// start a text call. ok is false when next must decide.
+func (g *answerGate) pass(content string) (out string, ok bool) {
+	switch {
+	case len(content) >= g.check:
+		return "", false
+	case g.quiet:
+		return "", true // nothing of a quiet call is shown
+	case g.shown == 0:
+		return "", false
+	}
+	if g.calls {
+		for i := g.shown; i < len(content); i++ {
+			if c := content[i]; c == '<' || c == '[' {
+				return "", false
+			}
+		}
+	}
+	out = content[g.shown:]
+	g.shown = len(content)
+	return out, true
+}
+
+// look is next when the content must be looked at for a loop.
+func (g *answerGate) look(content string) (string, error) {
 	rep, ok := findRun(content)
 	g.check = 0
 	switch {
 	case !ok && g.quiet:
 		g.check = len(content) + quietStep
 	case !ok:
-		g.check = len(content) + loopMinRunes
+		g.check = len(content) + 2*loopMinRunes
 	}
 	switch {
 	case ok && rep.loop():
@@ -164,8 +229,9 @@ func (g *answerGate) next(content string) (string, error) {
 		content = content[:rep.keep]
 		return g.release(content, g.safe(content)), errLoop
 	case ok:
-		// Four copies so far: the fifth waits until it is known not to be
-		// one (the text moves on and the run is no longer at its end).
+		// Two to four copies so far: from now on every chunk is looked
+		// at, and the fifth copy, once it may come, waits until it is
+		// known not to be one (the run is no longer at the text's end).
 		return g.release(content, min(rep.hold, g.safe(content))), nil
 	}
 	return g.release(content, g.safe(content)), nil

@@ -203,6 +203,14 @@ func testGateLoop(t *testing.T, sentence string, split func(string, string) []st
 	t.Error("the loop was never stopped")
 }
 
+// streamed is what run.model does with each chunk: pass, else next.
+func streamed(g *answerGate, content string) (string, error) {
+	if out, ok := g.pass(content); ok {
+		return out, nil
+	}
+	return g.next(content)
+}
+
 // BenchmarkAnswerGate is the cost of the gate on the streaming path: a
 // realistic answer delivered in 4-byte chunks, each checked for a loop and
 // a text call. It reports the cost per answer; divide by the chunks.
@@ -213,11 +221,43 @@ func BenchmarkAnswerGate(b *testing.B) {
 	for b.Loop() {
 		g := answerGate{calls: true, bare: true}
 		for i := 4; i < len(realAnswer)+4; i += 4 {
-			if _, err := g.next(realAnswer[:min(i, len(realAnswer))]); err != nil {
+			if _, err := streamed(&g, realAnswer[:min(i, len(realAnswer))]); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
+}
+
+// FuzzGatePass: the streaming path's shortcut (pass, else next) shows
+// exactly what next alone shows, chunk by chunk, and stops at the same
+// loop, whatever the content, the cut and the gate's settings.
+func FuzzGatePass(f *testing.F) {
+	f.Add(strings.Repeat("The sky is blue, said the model again. ", 7), uint8(3), uint8(1))
+	f.Add("Let me see <tool_call>{\"name\":\"a\"}</tool_call> done [TOOL:x:{}] and [1]", uint8(2), uint8(3))
+	f.Add(realAnswer, uint8(5), uint8(4))
+	f.Add("Same answer, then more.", uint8(4), uint8(8))
+	f.Fuzz(func(t *testing.T, content string, step, mode uint8) {
+		base := answerGate{calls: mode&1 != 0, bare: mode&2 != 0, quiet: mode&4 != 0}
+		if mode&8 != 0 {
+			base.copies = []string{"Same answer.", strings.TrimSpace(content[:len(content)/2])}
+		}
+		ref, fast := base, base
+		n := int(step%16) + 1
+		for i := n; ; i += n {
+			c := content[:min(i, len(content))]
+			want, werr := ref.next(c)
+			got, gerr := streamed(&fast, c)
+			if got != want || werr != gerr {
+				t.Fatalf("at %d of %q: pass path showed %q (%v), next %q (%v)", len(c), content, got, gerr, want, werr)
+			}
+			if werr != nil || i >= len(content) {
+				break
+			}
+		}
+		if ref.shown != fast.shown || (ref.loop == nil) != (fast.loop == nil) {
+			t.Fatalf("gates differ at the end: shown %d vs %d, loop %v vs %v", ref.shown, fast.shown, ref.loop, fast.loop)
+		}
+	})
 }
 
 // BenchmarkFindLoop is one check at the end of a long answer, the worst
