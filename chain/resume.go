@@ -104,6 +104,9 @@ func (r *run) loadStage(v savedStage) *stage {
 	for _, ev := range v.Evidence {
 		s.evidence = append(s.evidence, evidence{ev.Name, ev.Args, ev.Status, ev.Result})
 	}
+	if len(v.Seen) > 0 {
+		s.seen = make(map[uint64]*seenCall, len(v.Seen))
+	}
 	for _, e := range v.Seen {
 		s.seen[e.Sig] = &seenCall{kind: e.Kind, reads: e.Reads, runs: e.Runs, last: e.Last}
 	}

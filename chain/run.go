@@ -54,7 +54,7 @@ type stage struct {
 	started  time.Time
 	content  []string // content of each turn, in order
 	evidence []evidence
-	seen     map[uint64]*seenCall
+	seen     map[uint64]*seenCall // made at the first call: most stages make none
 	fmtErrs  int
 	idle     int    // turns in a row without progress
 	stop     string // stop status, "" while running
@@ -256,8 +256,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
 	return &stage{
 		idx: idx, node: node, cfg: cfg, started: time.Now(),
-		st:   StageTrace{Node: node.Name, Model: node.Model, ToolsUsed: []ToolUse{}},
-		seen: map[uint64]*seenCall{},
+		st: StageTrace{Node: node.Name, Model: node.Model, ToolsUsed: []ToolUse{}},
 	}
 }
 
@@ -376,6 +375,9 @@ func (r *run) callNoTurn(ctx context.Context, s *stage) (Message, error) {
 	return r.model(ctx, s, nil)
 }
 
+// contentRoom is what a call's content buffer starts with.
+const contentRoom = 512
+
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
@@ -417,6 +419,11 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		cs.gate = fresh
 		cs.calls, cs.usage, cs.finish = nil, nil, ""
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
+			if cs.content.Cap() == 0 && c.Content != "" {
+				// An answer streams in token-sized chunks: room for a
+				// short one at once spares the first six doublings.
+				cs.content.Grow(contentRoom)
+			}
 			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
 				cs.finish = c.FinishReason

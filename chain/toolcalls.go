@@ -93,6 +93,9 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 	}
 	if prev == nil {
 		prev = &seenCall{kind: key.Kind, reads: key.Reads}
+		if s.seen == nil {
+			s.seen = map[uint64]*seenCall{}
+		}
 		s.seen[sig] = prev
 	}
 	prev.runs++
