@@ -428,8 +428,14 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			if c.FinishReason != "" {
 				cs.finish = c.FinishReason
 			}
-			cs.reasoning.WriteString(c.Reasoning)
-			cs.calls = append(cs.calls, c.ToolCalls...)
+			// Most chunks carry content only: skipping the empty fields
+			// spares a write barrier each while the GC runs.
+			if c.Reasoning != "" {
+				cs.reasoning.WriteString(c.Reasoning)
+			}
+			if len(c.ToolCalls) > 0 {
+				cs.calls = append(cs.calls, c.ToolCalls...)
+			}
 			if c.Usage != nil {
 				cs.usage = c.Usage
 			}
