@@ -238,7 +238,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if err != nil {
 		return nil, err
 	}
-	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns, tv: e.tools()}
+	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns, tv: e.tools(), t0: time.Now()}
 	if emit == nil {
 		r.emit = func(Event) error { return nil }
 	}

@@ -29,6 +29,8 @@ type run struct {
 	tv *toolView
 	// client is the set of the request's client tool names (clientNames).
 	client map[string]bool
+	// t0 is when the request started: trace times are offsets from it.
+	t0 time.Time
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -254,9 +256,10 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 }
 
 func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
+	now := time.Now()
 	return &stage{
-		idx: idx, node: node, cfg: cfg, started: time.Now(),
-		st: StageTrace{Node: node.Name, Model: node.Model, ToolsUsed: []ToolUse{}},
+		idx: idx, node: node, cfg: cfg, started: now,
+		st: StageTrace{Node: node.Name, Model: node.Model, ToolsUsed: []ToolUse{}, StartMS: now.Sub(r.t0).Milliseconds()},
 	}
 }
 
@@ -404,7 +407,9 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		finish             string
 		sent               bool // whether this call's content reached the client
 	}
-	defer func(t0 time.Time) { r.upstream += time.Since(t0) }(time.Now())
+	asked := time.Now()
+	defer func() { r.upstream += time.Since(asked) }()
+	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds()}
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
 		if err != nil {
@@ -412,6 +417,8 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 		defer release()
 	}
+	began := time.Now()
+	mc.QueueMS = began.Sub(asked).Milliseconds()
 	var err error
 	for attempt := 0; ; attempt++ {
 		cs.content.Reset()
@@ -474,9 +481,16 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			return Message{}, werr
 		}
 	}
+	mc.DurationMS = time.Since(began).Milliseconds()
+	mc.FinishReason = cs.finish
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)
+		mc.Usage = *cs.usage
 	}
+	if err != nil {
+		mc.Error = err.Error()
+	}
+	s.st.Calls = append(s.st.Calls, mc)
 	if err != nil {
 		return Message{}, err
 	}

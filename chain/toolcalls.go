@@ -25,7 +25,7 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 	for i, c := range calls {
 		start := time.Now()
 		u := &b.uses[i]
-		*u = ToolUse{Name: c.Name, Args: argsJSON(c.Arguments)}
+		*u = ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), StartMS: start.Sub(r.t0).Milliseconds()}
 		if err := r.judge(ctx, s, &b, i); err != nil {
 			return nil, err
 		}

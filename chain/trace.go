@@ -46,13 +46,18 @@ type Trace struct {
 
 // StageTrace is one stage of a Trace.
 type StageTrace struct {
-	Node       string    `json:"node"`
-	Model      string    `json:"model"`
-	Turns      int       `json:"turns"`
-	Status     string    `json:"status"`
+	Node   string `json:"node"`
+	Model  string `json:"model"`
+	Turns  int    `json:"turns"`
+	Status string `json:"status"`
+	// StartMS is when the stage started, in milliseconds from the start of
+	// the request that ran it: with DurationMS, its place on a timeline.
+	StartMS    int64     `json:"start_ms"`
 	DurationMS int64     `json:"duration_ms"`
 	Usage      Usage     `json:"usage"`
 	ToolsUsed  []ToolUse `json:"tools_used"`
+	// Calls are the stage's model calls, in order: where its time went.
+	Calls []ModelCall `json:"calls,omitempty"`
 	// Output is the text the stage produced: OL1's notes, M1's synthesis,
 	// the answering stage's answer.
 	Output string `json:"output"`
@@ -78,7 +83,26 @@ type ToolUse struct {
 	Args       json.RawMessage `json:"args"`
 	Status     string          `json:"status"`
 	Result     string          `json:"result"`
+	StartMS    int64           `json:"start_ms"`
 	DurationMS int64           `json:"duration_ms"`
+}
+
+// ModelCall is one call to a stage's node: the time it waited for a slot
+// (admission), the time the node took, and what it reported.
+type ModelCall struct {
+	// Turn is the stage's turn the call belongs to; the final tool-less
+	// call of a stopped stage has the number of the stage's last turn.
+	Turn int `json:"turn"`
+	// StartMS is when the call asked for a slot, in milliseconds from the
+	// start of the request; QueueMS is how long it waited for one, and
+	// DurationMS how long the node took once it had one.
+	StartMS      int64  `json:"start_ms"`
+	QueueMS      int64  `json:"queue_ms"`
+	DurationMS   int64  `json:"duration_ms"`
+	Usage        Usage  `json:"usage"`
+	FinishReason string `json:"finish_reason,omitempty"`
+	// Error says why the call failed, when it did.
+	Error string `json:"error,omitempty"`
 }
 
 // Usage is the sum of the stages' token usage.
