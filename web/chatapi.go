@@ -137,10 +137,6 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 		return nil
 	}
 	onTick := func() error {
-		if sse.wrote {
-			sse.wrote = false
-			return nil
-		}
 		sse.start(nil)
 		return sse.comment("keepalive")
 	}

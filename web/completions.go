@@ -236,10 +236,6 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 		return nil
 	}
 	onTick := func() error {
-		if sse.wrote {
-			sse.wrote = false
-			return nil
-		}
 		start()
 		return sse.comment(where)
 	}

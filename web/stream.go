@@ -17,7 +17,9 @@ type sseWriter struct {
 	w       gin.ResponseWriter
 	rc      *http.ResponseController
 	started bool
-	wrote   bool // something was written since the last keepalive tick
+	// last is when a line last went out: keepalives are due a full
+	// interval after it, whatever was written.
+	last time.Time
 	// hold keeps what is written in buf, to go out with the next write
 	// that is not held: see drive.
 	hold bool
@@ -60,7 +62,8 @@ func (s *sseWriter) flush() error {
 	}
 	// Pushing the deadline back costs a timer update: once a second is
 	// enough for a 30 s window.
-	if now := time.Now(); !s.noDeadline && now.Sub(s.deadline) > time.Second {
+	now := time.Now()
+	if !s.noDeadline && now.Sub(s.deadline) > time.Second {
 		s.deadline = now
 		if err := s.rc.SetWriteDeadline(now.Add(writeTimeout)); err != nil {
 			s.noDeadline = true
@@ -71,7 +74,7 @@ func (s *sseWriter) flush() error {
 	if err == nil {
 		err = s.rc.Flush()
 	}
-	s.wrote = true
+	s.last = now
 	return err
 }
 
@@ -104,7 +107,7 @@ func (s *sseWriter) comment(text string) error {
 
 // drive runs the engine for a streaming response on the handler's
 // goroutine: each event goes to onEvent as it happens, and onTick is called
-// every keepalive interval from a timer. Both run under one mutex, with the
+// when no line went out for a keepalive interval, from a timer. Both run under one mutex, with the
 // sse writer's state, so the timer's keepalive comment and the handler's
 // writes never interleave.
 //
@@ -140,6 +143,14 @@ func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWrite
 		mu.Lock()
 		defer mu.Unlock()
 		if closed || werr != nil {
+			return
+		}
+		// A line written less than an interval ago keeps the stream alive
+		// until a full interval after it: the tick is put off until then.
+		// The keepalive is a line too, so while nothing else is written
+		// one goes out every interval, never two intervals apart.
+		if idle := time.Since(sse.last); !sse.last.IsZero() && idle < s.keepalive {
+			tick.Reset(s.keepalive - idle)
 			return
 		}
 		if err := onTick(); err != nil {
