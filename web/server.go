@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -74,6 +75,8 @@ type Server struct {
 	drainOnce sync.Once
 	handler   http.Handler
 	models    []byte // the /v1/models body, static for the process
+	// model is each listed model's GET /v1/models/{id} body.
+	model map[string][]byte
 }
 
 // New builds the server's handler tree.
@@ -94,7 +97,7 @@ func New(o Options) *Server {
 			s.secrets = append(s.secrets, n.APIKey)
 		}
 	}
-	s.models = s.modelList()
+	s.models, s.model = s.modelList()
 	s.loopback = LoopbackAddr(o.Config.Server.Addr)
 	s.drained, s.drain = context.WithCancel(context.Background())
 
@@ -108,6 +111,8 @@ func New(o Options) *Server {
 	api := r.Group("/", s.auth)
 	api.POST("/v1/chat/completions", s.chatCompletions)
 	api.GET("/v1/models", s.listModels)
+	// Model ids hold slashes (chain/auto): the id is the rest of the path.
+	api.GET("/v1/models/*id", s.getModel)
 	api.GET("/v1/chain/traces/:id", s.getTrace)
 	api.POST("/chat", s.chat)
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
@@ -308,8 +313,9 @@ func traceKey(who, id string) string {
 	return who + "." + id
 }
 
-// modelList renders /v1/models once: the chain models and every node.
-func (s *Server) modelList() []byte {
+// modelList renders /v1/models once, the chain models and every node, and
+// the GET /v1/models/{id} body of each.
+func (s *Server) modelList() ([]byte, map[string][]byte) {
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -338,10 +344,30 @@ func (s *Server) modelList() []byte {
 		}
 	}
 	b, _ := json.Marshal(list)
-	return b
+	one := make(map[string][]byte, len(list.Data))
+	for _, m := range list.Data {
+		one[m.ID], _ = json.Marshal(m)
+	}
+	return b, one
 }
 
 func (s *Server) listModels(c *gin.Context) { c.Data(http.StatusOK, "application/json", s.models) }
+
+// getModel serves GET /v1/models/{id}, which OpenAI clients (LangChain, some
+// UIs) call to check a model before using it.
+func (s *Server) getModel(c *gin.Context) {
+	id := strings.TrimPrefix(c.Param("id"), "/")
+	if id == "" {
+		s.listModels(c)
+		return
+	}
+	b, ok := s.model[id]
+	if !ok {
+		s.reject(c, "model", fmt.Errorf("%w %q", chain.ErrUnknownModel, id))
+		return
+	}
+	c.Data(http.StatusOK, "application/json", b)
+}
 
 // readyz probes every node at once and reports each.
 func (s *Server) readyz(c *gin.Context) {
