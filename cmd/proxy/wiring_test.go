@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// startWired runs the proxy as main does, from a config file, and returns
+// its base URL; it stops when the test ends.
+func startWired(t *testing.T, cfgText string) string {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	code := make(chan int, 1)
+	go func() { // exits when run returns, after cancel in Cleanup
+		code <- run(ctx, []string{"-config", cfgPath, "-addr", "127.0.0.1:0", "-log-level", "warn"}, pw, io.Discard)
+		pw.Close()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if c := <-code; c != 0 {
+			t.Errorf("exit code %d, want 0", c)
+		}
+	})
+	sc := bufio.NewScanner(pr)
+	var base string
+	for sc.Scan() {
+		if after, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
+			base = after
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr) // exits when pw is closed
+	if base == "" {
+		t.Fatal("no listening line")
+	}
+	return base
+}
+
+// TestReadyzAndMetricsThroughWiring checks, through the real wiring (config
+// file → run → HTTP), what README promises of /readyz and /metrics: each
+// node with its status, the store, each MCP server with ok or its error,
+// and the request, stage, tool, upstream-failure, queue and store metrics.
+func TestReadyzAndMetricsThroughWiring(t *testing.T) {
+	dead, err := exec.LookPath("false")
+	if err != nil {
+		t.Skip("needs the false command to play an MCP server that exits")
+	}
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "notes.md"), []byte("notes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: mock, model: small, mock: {turns: [{tool_calls: [{name: list_dir, args: {path: "."}}]}, {content: "found notes.md"}]}}
+  - {name: M1, provider: mock, model: mid, mock: {offline: true}}
+  - {name: M2, provider: mock, model: big, mock: {turns: [{content: "the answer"}]}}
+tools:
+  root: %q
+  mcp:
+    - {name: dead, command: [%q]}
+`, root, dead))
+
+	t.Run("readyz", func(t *testing.T) {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ready struct {
+			Status string `json:"status"`
+			Store  string `json:"store"`
+			Nodes  []struct {
+				Name, Status string
+				Reachable    bool
+			} `json:"nodes"`
+			MCP []struct{ Name, Status string } `json:"mcp"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&ready); err != nil {
+			t.Fatal(err)
+		}
+		if ready.Status != "ready" || ready.Store != "memory" {
+			t.Errorf("readyz status %q store %q, want ready memory", ready.Status, ready.Store)
+		}
+		states := map[string]string{}
+		for _, n := range ready.Nodes {
+			states[n.Name] = n.Status
+		}
+		if states["OL1"] != "ready" || states["M2"] != "ready" || states["M1"] != "unavailable" {
+			t.Errorf("readyz nodes %+v, want OL1 and M2 ready, M1 unavailable", ready.Nodes)
+		}
+		if len(ready.MCP) != 1 || ready.MCP[0].Name != "dead" || ready.MCP[0].Status == "ok" || ready.MCP[0].Status == "" {
+			t.Errorf("readyz mcp = %+v, want dead with its error", ready.MCP)
+		}
+	})
+
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"chain/reflexive","messages":[{"role":"user","content":"what is in the workspace?"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat: %d %s", resp.StatusCode, body)
+	}
+
+	t.Run("metrics", func(t *testing.T) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		text := string(b)
+		for _, want := range []string{
+			`chainproxy_requests_total{mode="reflexive",route="/v1/chat/completions",status="200"} 1`,
+			`chainproxy_request_duration_seconds_count{mode="reflexive",route="/v1/chat/completions"} 1`,
+			`chainproxy_stages_total{node="OL1",status="ok"} 1`,
+			`chainproxy_stages_total{node="M2",status="ok"} 1`,
+			`chainproxy_tool_calls_total{status="ok",tool="list_dir"} 1`,
+			`chainproxy_stages_total{node="M1",status="skipped_offline"} 1`,
+			`chainproxy_upstream_errors_total{node="M1",status="skipped_offline"} 1`,
+			`chainproxy_stage_turns_count`,
+			`chainproxy_queue_depth{node="OL1"} 0`,
+			`chainproxy_store_degraded 0`,
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+	})
+}
