@@ -44,6 +44,10 @@ type Config struct {
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
+	// file and lines say where the file set each key, for errors found
+	// after loading (see Where).
+	file  string
+	lines map[string]int
 }
 
 // Server configures the HTTP listener.
@@ -215,7 +219,8 @@ type Classify struct {
 
 // Tools configures server-side tool execution.
 type Tools struct {
-	// Root confines the built-in file tools.
+	// Root confines the built-in file tools; empty turns them off. A
+	// relative root is relative to the proxy's working directory.
 	Root string `yaml:"root" json:"root"`
 	// Timeout bounds one tool call.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
@@ -352,7 +357,23 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, inFile(path, err)
 	}
+	cfg.file = path
 	return cfg, nil
+}
+
+// Where says where the configuration file set key (a dotted path such as
+// "tools.root") as "FILE:LINE", for problems found after loading; "" when
+// the file does not set it (the value is a default).
+func (c *Config) Where(key string) string {
+	l, ok := c.lines[key]
+	if !ok {
+		return ""
+	}
+	file := c.file
+	if file == "" {
+		file = "config"
+	}
+	return fmt.Sprintf("%s:%d", file, l)
 }
 
 // Parse builds a Config from YAML text: it expands ${VAR} from the
@@ -393,6 +414,7 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	} else if envErr != nil {
 		return nil, envErr
 	}
+	cfg.lines = lines
 	cfg.Nodes = mergeNodes(baseNodes, cfg.Nodes, base != nil && base.replaceNodes)
 	cfg.replaceNodes = false
 	cfg.fillNodeDefaults()
@@ -594,9 +616,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Classify.LongChars <= c.Classify.ShortChars {
 		bad("classify.long_chars", "must be greater than classify.short_chars (%d), got %d", c.Classify.ShortChars, c.Classify.LongChars)
-	}
-	if c.Tools.Root == "" {
-		bad("tools.root", "must not be empty")
 	}
 	if c.Tools.Timeout <= 0 {
 		bad("tools.timeout", "must be positive")

@@ -134,7 +134,8 @@ type tool struct {
 	ident *identifier
 }
 
-// New builds the registry: the built-ins sandboxed under cfg.Root, then
+// New builds the registry: the built-ins sandboxed under cfg.Root (none when
+// it is empty), then
 // cfg.HTTP tools in config order. Every schema is compiled once here. The
 // root need not exist: New still succeeds and the built-ins report it on each
 // call. A nil client gets a default one; timeouts come from the call context.
@@ -148,15 +149,18 @@ func New(cfg config.Tools, client *http.Client) (*Registry, error) {
 	}
 	r := &Registry{byName: map[string]*tool{}, timeout: timeout}
 
-	sb, err := newSandbox(cfg.Root)
-	if err != nil {
-		return nil, fmt.Errorf("tools: %w", err)
-	}
-	r.sb = sb
-	for _, b := range builtins(sb) {
-		b.timeout = timeout
-		if err := r.add(b); err != nil {
-			return nil, err
+	// An empty root turns the built-in file tools off.
+	if cfg.Root != "" {
+		sb, err := newSandbox(cfg.Root)
+		if err != nil {
+			return nil, fmt.Errorf("tools: %w", err)
+		}
+		r.sb = sb
+		for _, b := range builtins(sb) {
+			b.timeout = timeout
+			if err := r.add(b); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i, h := range cfg.HTTP {

@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		cfg, err = config.Load(*cfgPath)
 		if err == nil {
-			err = checkToolsRoot(cfg.Tools.Root)
+			err = settleToolsRoot(cfg, logger)
 		}
 	}
 	if err != nil {

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"chainproxy/config"
 )
 
 // startWired runs the proxy as main does, from a config file, and returns
@@ -143,4 +146,97 @@ tools:
 			}
 		}
 	})
+}
+
+// TestToolsRoot: the built-in file tools need their root only when the file
+// asks for them. Unset and missing, or empty: the proxy starts without them;
+// set and missing: a startup error at the key's line.
+func TestToolsRoot(t *testing.T) {
+	nodes := "nodes:\n  - {name: OL1, provider: mock, model: m, mock: {turns: [{content: a}]}}\n  - {name: M1, provider: mock, model: m1, mock: {turns: [{content: b}]}}\n  - {name: M2, provider: mock, model: m2, mock: {turns: [{content: c}]}}\n"
+	existing := t.TempDir()
+	tests := []struct {
+		name, tools string
+		wantErr     string // "" to start
+		wantRoot    string
+		wantLog     string
+	}{
+		{"unset, ./workspace missing", "", "", "", "built-in file tools off: the default tools.root does not exist"},
+		{"empty", "tools:\n  root: \"\"\n", "", "", "built-in file tools off: tools.root is empty"},
+		{"set and existing", "tools:\n  root: " + existing + "\n", "", existing, ""},
+		{"set and missing", "tools:\n  root: ./nope\n", `c.yaml:6: tools.root: "./nope" does not exist`, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(t.TempDir()) // no ./workspace here
+			if err := os.WriteFile("c.yaml", []byte(nodes+tt.tools), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := config.Load("c.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			err = settleToolsRoot(cfg, slog.New(slog.NewTextHandler(&log, nil)))
+			switch {
+			case tt.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if cfg.Tools.Root != tt.wantRoot {
+				t.Errorf("root = %q, want %q", cfg.Tools.Root, tt.wantRoot)
+			}
+			if !strings.Contains(log.String(), tt.wantLog) {
+				t.Errorf("log %q lacks %q", log.String(), tt.wantLog)
+			}
+		})
+	}
+}
+
+// TestExamplesStartWithoutWorkspace runs the proxy from a directory with no
+// ./workspace on the shipped example config and with no flags at all: both
+// start and serve (their nodes need not answer to be served).
+func TestExamplesStartWithoutWorkspace(t *testing.T) {
+	example, err := filepath.Abs("../../examples/ollama-only.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	for _, args := range [][]string{{"-config", example}, nil} {
+		ctx, cancel := context.WithCancel(t.Context())
+		pr, pw := io.Pipe()
+		var stderr strings.Builder
+		code := make(chan int, 1)
+		go func() { // exits when run returns, after cancel below
+			code <- run(ctx, append(args, "-addr", "127.0.0.1:0", "-log-level", "warn"), pw, &stderr)
+			pw.Close()
+		}()
+		sc := bufio.NewScanner(pr)
+		var base string
+		for sc.Scan() {
+			if after, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
+				base = after
+				break
+			}
+		}
+		go io.Copy(io.Discard, pr) // exits when pw is closed
+		if base == "" {
+			cancel()
+			t.Fatalf("%v: did not start: exit %d, %s", args, <-code, stderr.String())
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("%v: healthz %v %v", args, resp, err)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		cancel()
+		if c := <-code; c != 0 {
+			t.Errorf("%v: exit code %d, want 0", args, c)
+		}
+	}
 }
