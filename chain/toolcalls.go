@@ -56,7 +56,7 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 	args := []byte(c.Arguments)
 	if err := r.e.runner.Check(c.Name, args); err != nil {
 		u.Status = ToolError
-		u.Result = fmt.Sprintf("error: %v. Available tools: %s. Call one of them with JSON arguments that match its schema.", err, strings.Join(r.tv.names, ", "))
+		u.Result = checkNote(c.Name, err, s.tools, r.tv.names)
 		s.fmtErrs++
 		if s.fmtErrs >= cfg.Antiloop.MaxFormatErrors && s.stop == "" {
 			s.stop = StageStoppedFormatErrors
@@ -185,4 +185,22 @@ func argsJSON(args string) json.RawMessage {
 	}
 	b, _ := json.Marshal(args)
 	return b
+}
+
+// checkNote is what the model is told of a call the runner refused. An
+// unknown name gets the list of the tools this stage is offered, the
+// client's included, each once (the runner's own message lists only the
+// server's); bad arguments get the runner's message alone.
+func checkNote(name string, err error, offered []Tool, server []string) string {
+	if !errors.Is(err, tools.ErrUnknownTool) {
+		return fmt.Sprintf("error: %v. Call %s with JSON arguments that match its schema.", err, name)
+	}
+	names := server
+	if len(offered) > 0 {
+		names = make([]string, len(offered))
+		for i, t := range offered {
+			names[i] = t.Name
+		}
+	}
+	return fmt.Sprintf("error: unknown tool %q. Available tools: %s. Call one of them with JSON arguments that match its schema.", name, strings.Join(names, ", "))
 }
