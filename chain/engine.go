@@ -313,7 +313,7 @@ func (e *Engine) Probe(ctx context.Context, node string) error {
 		e.offline.clear(node)
 		err = e.describe(ctx, n)
 	case errors.As(err, &ue) && ue.Offline():
-		e.offline.mark(node)
+		e.offline.mark(node, ue.Error())
 	}
 	return err
 }

@@ -11,29 +11,45 @@ import (
 // back.
 type offlineSet struct {
 	mu    sync.Mutex
-	until map[string]time.Time
+	until map[string]offline
 	ttl   time.Duration
 	now   func() time.Time
 }
 
+// offline is one remembered node: until when, and the failure that put it
+// there, so that a request that skips the node can still say why.
+type offline struct {
+	until time.Time
+	cause string
+}
+
 func newOfflineSet(ttl time.Duration, now func() time.Time) *offlineSet {
-	return &offlineSet{until: map[string]time.Time{}, ttl: ttl, now: now}
+	return &offlineSet{until: map[string]offline{}, ttl: ttl, now: now}
 }
 
 func (o *offlineSet) isOffline(node string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	u, ok := o.until[node]
-	if ok && o.now().After(u) {
-		delete(o.until, node)
-		return false
-	}
+	_, ok := o.lookup(node)
 	return ok
 }
 
-func (o *offlineSet) mark(node string) {
+// lookup reports whether node is remembered offline, and the failure that
+// made it so.
+func (o *offlineSet) lookup(node string) (cause string, ok bool) {
 	o.mu.Lock()
-	o.until[node] = o.now().Add(o.ttl)
+	defer o.mu.Unlock()
+	e, ok := o.until[node]
+	if ok && o.now().After(e.until) {
+		delete(o.until, node)
+		return "", false
+	}
+	return e.cause, ok
+}
+
+// mark remembers node offline for the set's ttl; cause is the failure's
+// text, already redacted (UpstreamError redacts its own).
+func (o *offlineSet) mark(node, cause string) {
+	o.mu.Lock()
+	o.until[node] = offline{until: o.now().Add(o.ttl), cause: cause}
 	o.mu.Unlock()
 }
 

@@ -139,9 +139,9 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			if err := r.startStage(s); err != nil {
 				return nil, err
 			}
-			if r.e.offline.isOffline(node.Name) {
+			if cause, ok := r.e.offline.lookup(node.Name); ok {
 				s.stop = StageSkippedOffline
-				s.st.Error = "node " + node.Name + " is offline (remembered for 30s)"
+				s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttl, cause)
 			}
 		}
 		if s.answers {
@@ -183,7 +183,17 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		}
 	}
 	if last == nil {
-		return nil, &Failure{Trace: r.trace, Err: ErrAllStagesFailed}
+		// The causes are deep in the trace; the first one, which the
+		// others usually share (nothing listens), goes with the error, so
+		// that the client's message and the log line name it.
+		err := ErrAllStagesFailed
+		for _, st := range r.trace.Stages {
+			if st.Error != "" {
+				err = fmt.Errorf("%w; first cause: %s", ErrAllStagesFailed, st.Error)
+				break
+			}
+		}
+		return nil, &Failure{Trace: r.trace, Err: err}
 	}
 	if last.answer() == "" && len(last.evidence) > 0 && !last.answers {
 		// The stages after it failed: the last one that worked answers from
@@ -290,7 +300,7 @@ func (r *run) endStage(s *stage) error {
 func (r *run) stageError(s *stage, err error) {
 	var ue *UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
-		r.e.offline.mark(s.node.Name)
+		r.e.offline.mark(s.node.Name, ue.Error())
 		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
 			// Refused at the first call: the node did no work, so the turn
 			// goes back to the budget.

@@ -102,16 +102,7 @@ func statusFor(err error) (int, errorObject) {
 	case errors.Is(err, context.DeadlineExceeded):
 		return set(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout")
 	case errors.Is(err, chain.ErrAllStagesFailed):
-		if fl != nil {
-			// The causes are deep in the trace; the first one, which the
-			// others usually share (nothing listens), belongs in the message.
-			for _, st := range fl.Trace.Stages {
-				if st.Error != "" {
-					obj.Message += "; first cause: " + st.Error
-					break
-				}
-			}
-		}
+		// The message names the first stage's cause (chain puts it there).
 		return set(http.StatusBadGateway, "upstream_error", "chain_failed")
 	}
 	return set(http.StatusInternalServerError, "server_error", "internal_error")
