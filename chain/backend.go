@@ -3,6 +3,7 @@ package chain
 import (
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"chainproxy/config"
@@ -166,12 +167,27 @@ type UpstreamError struct {
 	Status  int // HTTP status for KindStatus
 	Message string
 	Err     error
+	// URL is the address that answered, when the answer says the node's
+	// base_url is wrong (a 404 on the API's own path); Hint says what to
+	// change. Both go into the message.
+	URL, Hint string
 }
 
 func (e *UpstreamError) Error() string {
 	msg := e.Message
 	if msg == "" && e.Err != nil {
 		msg = e.Err.Error()
+	}
+	if looksHTML(msg) {
+		// A web server's error page, not the API's: its markup helps no
+		// client and can run to kilobytes.
+		msg = "an HTML page (not shown)"
+	}
+	if e.URL != "" {
+		msg = e.URL + " answered " + msg
+	}
+	if e.Hint != "" {
+		msg += "; " + e.Hint
 	}
 	// An upstream may echo the credential it refused, and a transport
 	// error names the URL: this text reaches clients, traces and logs.
@@ -180,6 +196,27 @@ func (e *UpstreamError) Error() string {
 		return fmt.Sprintf("node %s: upstream %s error (HTTP %d): %s", e.Node, e.Kind, e.Status, msg)
 	}
 	return fmt.Sprintf("node %s: upstream %s error: %s", e.Node, e.Kind, msg)
+}
+
+// looksHTML reports whether an error body is an HTML page.
+func looksHTML(s string) bool {
+	s = strings.TrimSpace(s)
+	if len(s) > 512 {
+		s = s[:512]
+	}
+	s = strings.ToLower(s)
+	return strings.HasPrefix(s, "<!doctype html") || strings.HasPrefix(s, "<html") || strings.Contains(s, "<body") || strings.Contains(s, "<head")
+}
+
+// WrongPath reports whether a status error says the request reached a
+// server that has no such path (a 404 whose body is not the API's own JSON
+// error): the sign of a base_url with a missing or extra path segment.
+func (e *UpstreamError) WrongPath() bool {
+	if e.Kind != KindStatus || e.Status != http.StatusNotFound {
+		return false
+	}
+	m := strings.ToLower(strings.TrimSpace(e.Message))
+	return m == "" || looksHTML(m) || strings.Contains(m, "404 page not found") || strings.Contains(m, "not found") && !strings.Contains(m, "model")
 }
 
 func (e *UpstreamError) Unwrap() error { return e.Err }

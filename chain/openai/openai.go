@@ -148,7 +148,7 @@ func (b *Backend) post(ctx context.Context, creq *chatRequest) (*http.Response, 
 	if msg == "" {
 		msg = resp.Status
 	}
-	return nil, &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg}
+	return nil, b.wrongPath(&chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg}, "/chat/completions")
 }
 
 // errorMessage finds the message of an error body: OpenAI's
@@ -248,9 +248,26 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, fn func(chain.
 // Probe checks that the node answers GET {base}/models, without running a model.
 func (b *Backend) Probe(ctx context.Context) error {
 	if _, err := b.client.ListModels(ctx); err != nil {
-		return b.upstreamError(ctx, err)
+		return b.wrongPath(b.upstreamError(ctx, err), "/models")
 	}
 	return nil
+}
+
+// wrongPath names the URL that answered 404 on the API's own path and says
+// how base_url is likely wrong: OpenAI-compatible servers serve under /v1.
+func (b *Backend) wrongPath(err error, path string) error {
+	var ue *chain.UpstreamError
+	if !errors.As(err, &ue) || !ue.WrongPath() {
+		return err
+	}
+	base := strings.TrimRight(b.node.BaseURL, "/")
+	ue.URL = base + path
+	if strings.HasSuffix(base, "/v1") {
+		ue.Hint = "is base_url the server's OpenAI API root (ending in /v1)?"
+	} else {
+		ue.Hint = "OpenAI-compatible servers serve their API under /v1: try base_url " + base + "/v1"
+	}
+	return ue
 }
 
 // rejectsStreamOptions reports whether err is an upstream refusing the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -238,5 +239,56 @@ func TestExamplesStartWithoutWorkspace(t *testing.T) {
 		if c := <-code; c != 0 {
 			t.Errorf("%v: exit code %d, want 0", args, c)
 		}
+	}
+}
+
+// TestWrongBaseURLs: a base_url with a path segment too many (Ollama's
+// /api) or too few (an OpenAI server's /v1) gets a 404 page from the
+// server; /readyz and the client's error name the URL that was tried and
+// the likely fix, and never carry the page's HTML.
+func TestWrongBaseURLs(t *testing.T) {
+	page := "<!DOCTYPE html><html><head><title>404 Not Found</title></head><body><h1>Not Found</h1>" + strings.Repeat("<p>padding</p>", 200) + "</body></html>"
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, page)
+	}))
+	defer web.Close()
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %q, model: m1}
+  - {name: M1, provider: openai, base_url: %q, model: m2}
+  - {name: M2, provider: openai, base_url: %q, model: m3}
+tools:
+  root: ""
+`, web.URL+"/api", web.URL, web.URL))
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	ready := string(b)
+	for _, want := range []string{
+		web.URL + "/api/api/version answered",
+		"without /api: try " + web.URL,
+		web.URL + "/models answered",
+		"try base_url " + web.URL + "/v1",
+	} {
+		if !strings.Contains(ready, want) {
+			t.Errorf("/readyz lacks %q: %s", want, ready)
+		}
+	}
+	if strings.Contains(strings.ToLower(ready), "<html") {
+		t.Errorf("/readyz carries the HTML page: %.300s", ready)
+	}
+	resp, err = http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"M1","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if msg := string(b); resp.StatusCode != 502 && resp.StatusCode != 404 || !strings.Contains(msg, web.URL+"/chat/completions answered") || strings.Contains(strings.ToLower(msg), "<html") {
+		t.Errorf("chat: %d %.400s, want the URL named and no HTML", resp.StatusCode, msg)
 	}
 }
