@@ -40,12 +40,94 @@ func check(data []byte) (lines map[string]int, err error) {
 			c.walk(doc.Body, reflect.TypeFor[Config](), "")
 		}
 	}
-	return c.lines, errors.Join(c.errs...)
+	if len(c.errs) == 0 {
+		return c.lines, nil
+	}
+	return c.lines, &checkError{err: errors.Join(c.errs...), paths: c.paths}
 }
+
+// checkError is what check found, with the key paths at fault, so that the
+// rest of the file can still be decoded and validated (withoutPaths) and
+// every problem reported at once.
+type checkError struct {
+	err   error
+	paths []string
+}
+
+func (e *checkError) Error() string { return e.err.Error() }
+func (e *checkError) Unwrap() error { return e.err }
 
 type checker struct {
 	errs  []error
+	paths []string
 	lines map[string]int
+}
+
+// withoutPaths is the YAML text less the values at paths ("nodes[0].timeout"),
+// for a second decode that reaches the problems the first one stopped
+// before. ok is false when the text cannot be rebuilt.
+func withoutPaths(data []byte, paths []string) ([]byte, bool) {
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, false
+	}
+	for _, p := range paths {
+		if p == "(top level)" || p == "" {
+			return nil, false
+		}
+		doc = dropPath(doc, splitPath(p))
+	}
+	out, err := yaml.Marshal(doc)
+	return out, err == nil
+}
+
+// splitPath splits "nodes[0].timeout" into "nodes", 0, "timeout".
+func splitPath(p string) []any {
+	var out []any
+	for _, part := range strings.Split(p, ".") {
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" {
+			out = append(out, name)
+		}
+		for rest != "" {
+			idx, after, _ := strings.Cut(rest, "]")
+			var i int
+			fmt.Sscan(idx, &i)
+			out = append(out, i)
+			_, rest, _ = strings.Cut(after, "[")
+		}
+	}
+	return out
+}
+
+// dropPath removes the value at path from v, a decoded YAML document.
+func dropPath(v any, path []any) any {
+	if len(path) == 0 {
+		return v
+	}
+	switch k := path[0].(type) {
+	case string:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		if len(path) == 1 {
+			delete(m, k)
+		} else if child, ok := m[k]; ok {
+			m[k] = dropPath(child, path[1:])
+		}
+	case int:
+		l, ok := v.([]any)
+		if !ok || k < 0 || k >= len(l) {
+			return v
+		}
+		if len(path) == 1 {
+			l[k] = nil
+		} else {
+			l[k] = dropPath(l[k], path[1:])
+		}
+	}
+	return v
 }
 
 var (
@@ -66,6 +148,7 @@ func (c *checker) bad(n ast.Node, path, format string, args ...any) {
 		path = "(top level)"
 	}
 	c.errs = append(c.errs, fmt.Errorf("config:%d: %s: %s", line(n), path, fmt.Sprintf(format, args...)))
+	c.paths = append(c.paths, path)
 }
 
 // describe names a node's value as a user wrote it.
@@ -75,6 +158,10 @@ func describe(n ast.Node) string {
 		return "a mapping"
 	case *ast.SequenceNode:
 		return "a list"
+	}
+	if v, ok := n.(*ast.StringNode); ok {
+		// Its String() keeps the quotes the user wrote: quote once.
+		return fmt.Sprintf("%q", v.Value)
 	}
 	return fmt.Sprintf("%q", strings.TrimSpace(n.String()))
 }
@@ -103,8 +190,12 @@ func (c *checker) walk(n ast.Node, t reflect.Type, path string) {
 	}
 	if t == durationType {
 		s, ok := n.(*ast.StringNode)
-		if _, isInt := n.(*ast.IntegerNode); isInt {
-			return // nanoseconds, as the decoder reads a number
+		switch v := n.(type) {
+		case *ast.IntegerNode, *ast.FloatNode:
+			// The decoder refuses a number here, in Go's words.
+			num := strings.TrimSpace(v.String())
+			c.bad(n, path, "%s is a number; write a duration such as %ss", num, num)
+			return
 		}
 		if !ok {
 			c.bad(n, path, "want a duration such as 15s, 2m or 1h30m, got %s", describe(n))

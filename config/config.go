@@ -402,13 +402,29 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	cfg.Nodes = nil
 	data, envErr := expandEnv(data)
 	var lines map[string]int
+	var checkErr error
 	if len(bytes.TrimSpace(data)) > 0 {
 		var err error
 		if lines, err = check(data); err != nil || envErr != nil {
-			return nil, errors.Join(envErr, err)
+			// Decode and validate what is left without the values at
+			// fault, so that the file's every problem is said at once.
+			var ce *checkError
+			rest, ok := data, envErr == nil || err == nil
+			if errors.As(err, &ce) {
+				rest, ok = withoutPaths(data, ce.paths)
+			} else if err != nil {
+				ok = false // YAML that does not parse
+			}
+			if !ok {
+				return nil, errors.Join(envErr, err)
+			}
+			checkErr, data = errors.Join(envErr, err), rest
 		}
 		dec := yaml.NewDecoder(bytes.NewReader(data), yaml.Strict())
 		if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+			if checkErr != nil {
+				return nil, checkErr
+			}
 			return nil, fmt.Errorf("config: %s", yaml.FormatError(err, false, true))
 		}
 	} else if envErr != nil {
@@ -418,8 +434,8 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	cfg.Nodes = mergeNodes(baseNodes, cfg.Nodes, base != nil && base.replaceNodes)
 	cfg.replaceNodes = false
 	cfg.fillNodeDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, placeErrors(err, lines)
+	if err := errors.Join(checkErr, placeErrors(cfg.Validate(), lines)); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }
@@ -558,6 +574,8 @@ func (c *Config) Validate() error {
 			if n.Mock == nil {
 				bad(p+".mock", "a mock node needs a script")
 			}
+		case "":
+			bad(p+".provider", "provider is required: ollama, openai or mock")
 		default:
 			bad(p+".provider", "unknown provider %q (want ollama, openai or mock)", n.Provider)
 		}

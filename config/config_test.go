@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -235,4 +236,36 @@ func FuzzParse(f *testing.F) {
 			t.Errorf("Parse accepted an invalid config: %v", err)
 		}
 	})
+}
+
+// TestEveryProblemAtOnce: a file with type errors, an unset variable and
+// validation problems gets all of them in one report, each at its line, in
+// plain words.
+func TestEveryProblemAtOnce(t *testing.T) {
+	t.Setenv("CHAINPROXY_TEST_UNSET", "")
+	os.Unsetenv("CHAINPROXY_TEST_UNSET")
+	file := `nodes:
+  - {name: OL1, provider: ollama, base_url: "http://127.0.0.1:11434", model: m, timeout: 30}
+  - {name: M1, base_url: "http://x", model: m}
+  - {name: M2, provider: openai, base_url: "${CHAINPROXY_TEST_UNSET}", model: m, max_concurrency: "two"}
+`
+	_, err := Parse([]byte(file))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	got := err.Error()
+	for _, want := range []string{
+		"config:4: ${CHAINPROXY_TEST_UNSET} is not set",
+		"config:2: nodes[0].timeout: 30 is a number; write a duration such as 30s",
+		`config:4: nodes[2].max_concurrency: want a whole number, got "two"`,
+		"config:3: nodes[1].provider: provider is required: ollama, openai or mock",
+		`config:4: nodes[2].base_url: required for provider "openai"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, `\"`) || strings.Contains(got, "Go struct") {
+		t.Errorf("report quotes twice or speaks Go:\n%s", got)
+	}
 }

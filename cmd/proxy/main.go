@@ -76,9 +76,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		cfg, err = config.Load(*cfgPath)
-		if err == nil {
-			err = settleToolsRoot(cfg, logger)
-		}
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -87,7 +84,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *addr != "" {
 		cfg.Server.Addr = *addr
 	}
-	if err := checkExposure(cfg.Server); err != nil {
+	// Both said at once, as the file's own problems are.
+	err = checkExposure(cfg.Server)
+	if !*demo {
+		err = errors.Join(settleToolsRoot(cfg, logger), err)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
