@@ -344,7 +344,8 @@ func Default() *Config {
 }
 
 // Load reads and validates the configuration file at path. An empty path
-// yields the defaults.
+// yields the defaults. When the file decodes but has problems, the
+// configuration as far as it was built comes with the error (see ParseOver).
 func Load(path string) (*Config, error) {
 	if path == "" {
 		return Parse(nil)
@@ -354,10 +355,12 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	cfg, err := Parse(data)
-	if err != nil {
-		return nil, inFile(path, err)
+	if cfg != nil {
+		cfg.file = path
 	}
-	cfg.file = path
+	if err != nil {
+		return cfg, inFile(path, err)
+	}
 	return cfg, nil
 }
 
@@ -392,7 +395,10 @@ func Parse(data []byte) (*Config, error) {
 	return ParseOver(cfg, data)
 }
 
-// ParseOver is Parse with base in place of the defaults, for a file that
+// ParseOver is Parse with base in place of the defaults. A file whose
+// values decode but do not validate yields its configuration with the
+// error, for callers that add checks of their own to the report; otherwise
+// the configuration is nil on error. ParseOver is for a file that
 // adjusts another configuration (the demo's): nodes the file lists replace
 // base nodes of the same name, and other nodes are added. base is not
 // modified.
@@ -435,7 +441,10 @@ func ParseOver(base *Config, data []byte) (*Config, error) {
 	cfg.replaceNodes = false
 	cfg.fillNodeDefaults()
 	if err := errors.Join(checkErr, placeErrors(cfg.Validate(), lines)); err != nil {
-		return nil, err
+		// The configuration as far as it was built goes with the error,
+		// so that a caller's own checks (the tools root, the bind) join
+		// the report rather than wait for the next run.
+		return cfg, err
 	}
 	return cfg, nil
 }

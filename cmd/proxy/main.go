@@ -77,17 +77,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		cfg, err = config.Load(*cfgPath)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
-	}
-	if *addr != "" {
-		cfg.Server.Addr = *addr
-	}
-	// Both said at once, as the file's own problems are.
-	err = checkExposure(cfg.Server)
-	if !*demo {
-		err = errors.Join(settleToolsRoot(cfg, logger), err)
+	if cfg != nil {
+		if *addr != "" {
+			cfg.Server.Addr = *addr
+		}
+		// Said with the file's own problems, all at once.
+		if !*demo {
+			err = errors.Join(err, settleToolsRoot(cfg, logger))
+		}
+		err = errors.Join(err, checkExposure(cfg.Server))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -293,11 +293,11 @@ tools:
 	}
 }
 
-// TestStartupProblemsAtOnce: a missing tools root and a refused network
-// bind are both said in one run, each naming its key.
+// TestStartupProblemsAtOnce: a problem of the file, a missing tools root
+// and a refused network bind are all said in one run, each naming its key.
 func TestStartupProblemsAtOnce(t *testing.T) {
 	t.Chdir(t.TempDir())
-	cfg := "server: {addr: \"0.0.0.0:0\"}\nnodes:\n  - {name: OL1, provider: mock, model: m, mock: {turns: [{content: a}]}}\n  - {name: M1, provider: mock, model: m1, mock: {turns: [{content: b}]}}\n  - {name: M2, provider: mock, model: m2, mock: {turns: [{content: c}]}}\ntools:\n  root: ./nope\n"
+	cfg := "server: {addr: \"0.0.0.0:0\"}\nnodes:\n  - {name: OL1, provider: mock, model: m, mock: {turns: [{content: a}]}}\n  - {name: M1, provider: mock, model: m1, mock: {turns: [{content: b}]}}\n  - {name: M2, model: m2, mock: {turns: [{content: c}]}}\ntools:\n  root: ./nope\n"
 	if err := os.WriteFile("c.yaml", []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +305,7 @@ func TestStartupProblemsAtOnce(t *testing.T) {
 	if code := run(t.Context(), []string{"-config", "c.yaml"}, io.Discard, &stderr); code != 2 {
 		t.Fatalf("exit %d, want 2; %s", code, stderr.String())
 	}
-	for _, want := range []string{`c.yaml:7: tools.root: "./nope" does not exist`, `server.addr "0.0.0.0:0" is reachable from the network`} {
+	for _, want := range []string{`c.yaml:5: nodes[2].provider: provider is required`, `c.yaml:7: tools.root: "./nope" does not exist`, `server.addr "0.0.0.0:0" is reachable from the network`} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
 		}
