@@ -198,6 +198,19 @@ func (e *UpstreamError) Error() string {
 	return fmt.Sprintf("node %s: upstream %s error: %s", e.Node, e.Kind, msg)
 }
 
+// NameWrongPath returns err with the URL that answered (baseURL + path) and
+// hint(base) as its hint when err is a WrongPath 404, so that the message
+// says which base_url to fix and how; other errors are returned as they are.
+func NameWrongPath(err error, baseURL, path string, hint func(base string) string) error {
+	var ue *UpstreamError
+	if !errors.As(err, &ue) || !ue.WrongPath() {
+		return err
+	}
+	base := strings.TrimRight(baseURL, "/")
+	ue.URL, ue.Hint = base+path, hint(base)
+	return ue
+}
+
 // looksHTML reports whether an error body is an HTML page.
 func looksHTML(s string) bool {
 	s = strings.TrimSpace(s)

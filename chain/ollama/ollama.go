@@ -206,21 +206,15 @@ func (b *Backend) Probe(ctx context.Context) error {
 // wrongPath names the URL that answered 404 on Ollama's own path and says
 // how base_url is likely wrong: Ollama's is the server's root.
 func (b *Backend) wrongPath(err error, path string) error {
-	var ue *chain.UpstreamError
-	if !errors.As(err, &ue) || !ue.WrongPath() {
-		return err
-	}
-	base := strings.TrimRight(b.node.BaseURL, "/")
-	ue.URL = base + path
-	switch root, ok := strings.CutSuffix(base, "/api"); {
-	case ok:
-		ue.Hint = "base_url is the Ollama server's root, without /api: try " + root
-	case strings.HasSuffix(base, "/v1"):
-		ue.Hint = "base_url of an ollama node is the server's root, without /v1: try " + strings.TrimSuffix(base, "/v1") + " (or provider: openai to use its OpenAI API)"
-	default:
-		ue.Hint = "is base_url an Ollama server's root, such as http://127.0.0.1:11434?"
-	}
-	return ue
+	return chain.NameWrongPath(err, b.node.BaseURL, path, func(base string) string {
+		switch root, ok := strings.CutSuffix(base, "/api"); {
+		case ok:
+			return "base_url is the Ollama server's root, without /api: try " + root
+		case strings.HasSuffix(base, "/v1"):
+			return "base_url of an ollama node is the server's root, without /v1: try " + strings.TrimSuffix(base, "/v1") + " (or provider: openai to use its OpenAI API)"
+		}
+		return "is base_url an Ollama server's root, such as http://127.0.0.1:11434?"
+	})
 }
 
 // consumerError marks an error returned by the caller's fn, so that it is

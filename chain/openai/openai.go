@@ -256,18 +256,12 @@ func (b *Backend) Probe(ctx context.Context) error {
 // wrongPath names the URL that answered 404 on the API's own path and says
 // how base_url is likely wrong: OpenAI-compatible servers serve under /v1.
 func (b *Backend) wrongPath(err error, path string) error {
-	var ue *chain.UpstreamError
-	if !errors.As(err, &ue) || !ue.WrongPath() {
-		return err
-	}
-	base := strings.TrimRight(b.node.BaseURL, "/")
-	ue.URL = base + path
-	if strings.HasSuffix(base, "/v1") {
-		ue.Hint = "is base_url the server's OpenAI API root (ending in /v1)?"
-	} else {
-		ue.Hint = "OpenAI-compatible servers serve their API under /v1: try base_url " + base + "/v1"
-	}
-	return ue
+	return chain.NameWrongPath(err, b.node.BaseURL, path, func(base string) string {
+		if strings.HasSuffix(base, "/v1") {
+			return "is base_url the server's OpenAI API root (ending in /v1)?"
+		}
+		return "OpenAI-compatible servers serve their API under /v1: try base_url " + base + "/v1"
+	})
 }
 
 // rejectsStreamOptions reports whether err is an upstream refusing the

@@ -26,21 +26,28 @@ func startWired(t *testing.T, cfgText string) string {
 	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	pr, pw := io.Pipe()
-	code := make(chan int, 1)
-	go func() { // exits when run returns, after cancel in Cleanup
-		code <- run(ctx, []string{"-config", cfgPath, "-addr", "127.0.0.1:0", "-log-level", "warn"}, pw, io.Discard)
-		pw.Close()
-	}()
+	base, stop := startRun(t, "-config", cfgPath)
 	t.Cleanup(func() {
-		cancel()
-		if c := <-code; c != 0 {
+		if c := stop(); c != 0 {
 			t.Errorf("exit code %d, want 0", c)
 		}
 	})
+	return base
+}
+
+// startRun runs the proxy with args on a free loopback port and returns its
+// base URL and a stop that ends it and returns its exit code.
+func startRun(t *testing.T, args ...string) (base string, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	var stderr strings.Builder
+	code := make(chan int, 1)
+	go func() { // exits when run returns, after cancel in stop
+		code <- run(ctx, append(args, "-addr", "127.0.0.1:0", "-log-level", "warn"), pw, &stderr)
+		pw.Close()
+	}()
 	sc := bufio.NewScanner(pr)
-	var base string
 	for sc.Scan() {
 		if after, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
 			base = after
@@ -48,10 +55,11 @@ func startWired(t *testing.T, cfgText string) string {
 		}
 	}
 	go io.Copy(io.Discard, pr) // exits when pw is closed
+	stop = func() int { cancel(); return <-code }
 	if base == "" {
-		t.Fatal("no listening line")
+		t.Fatalf("%v: did not start: exit %d, %s", args, stop(), stderr.String())
 	}
-	return base
+	return base, stop
 }
 
 // TestReadyzAndMetricsThroughWiring checks, through the real wiring (config
@@ -207,27 +215,7 @@ func TestExamplesStartWithoutWorkspace(t *testing.T) {
 	}
 	t.Chdir(t.TempDir())
 	for _, args := range [][]string{{"-config", example}, nil} {
-		ctx, cancel := context.WithCancel(t.Context())
-		pr, pw := io.Pipe()
-		var stderr strings.Builder
-		code := make(chan int, 1)
-		go func() { // exits when run returns, after cancel below
-			code <- run(ctx, append(args, "-addr", "127.0.0.1:0", "-log-level", "warn"), pw, &stderr)
-			pw.Close()
-		}()
-		sc := bufio.NewScanner(pr)
-		var base string
-		for sc.Scan() {
-			if after, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
-				base = after
-				break
-			}
-		}
-		go io.Copy(io.Discard, pr) // exits when pw is closed
-		if base == "" {
-			cancel()
-			t.Fatalf("%v: did not start: exit %d, %s", args, <-code, stderr.String())
-		}
+		base, stop := startRun(t, args...)
 		resp, err := http.Get(base + "/healthz")
 		if err != nil || resp.StatusCode != 200 {
 			t.Errorf("%v: healthz %v %v", args, resp, err)
@@ -235,8 +223,7 @@ func TestExamplesStartWithoutWorkspace(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		cancel()
-		if c := <-code; c != 0 {
+		if c := stop(); c != 0 {
 			t.Errorf("%v: exit code %d, want 0", args, c)
 		}
 	}
