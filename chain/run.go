@@ -88,6 +88,12 @@ type evidence struct {
 
 func (s *stage) answer() string { return strings.Join(s.content, "") }
 
+// output is the stage's text for the trace: its turns' texts with a
+// paragraph break between them, so that "Let me look." and the next turn's
+// "Raw findings: …" do not read as one glued sentence in the trace, the
+// cockpit or the <details> blocks.
+func (s *stage) output() string { return strings.Join(s.content, "\n\n") }
+
 // reachableAfter counts the stages after i whose node is not known offline.
 func (r *run) reachableAfter(i int) int {
 	n := 0
@@ -201,7 +207,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		if err := r.finalCall(ctx, last); err != nil && fatal(ctx, err) {
 			return nil, err
 		}
-		last.st.Output, last.st.Reasoning = last.answer(), last.reason
+		last.st.Output, last.st.Reasoning = last.output(), last.reason
 		r.trace.Stages[last.idx] = last.st
 	}
 	return r.result(last)
@@ -286,7 +292,7 @@ func (r *run) endStage(s *stage) error {
 		s.stop = StageOK
 	}
 	s.st.Status = s.stop
-	s.st.Output, s.st.Reasoning = s.answer(), s.reason
+	s.st.Output, s.st.Reasoning = s.output(), s.reason
 	s.st.DurationMS = time.Since(s.started).Milliseconds()
 	r.trace.Stages[s.idx] = s.st
 	st := s.st
