@@ -58,6 +58,9 @@ type StageTrace struct {
 	ToolsUsed  []ToolUse `json:"tools_used"`
 	// Calls are the stage's model calls, in order: where its time went.
 	Calls []ModelCall `json:"calls,omitempty"`
+	// Context says how the stage's prompts were fitted to its node's
+	// window; nil when the window is unknown and nothing was measured.
+	Context *ContextTrace `json:"context,omitempty"`
 	// Output is the text the stage produced: OL1's notes, M1's synthesis,
 	// the answering stage's answer.
 	Output string `json:"output"`
@@ -103,6 +106,68 @@ type ModelCall struct {
 	FinishReason string `json:"finish_reason,omitempty"`
 	// Error says why the call failed, when it did.
 	Error string `json:"error,omitempty"`
+	// Kind is "summary" for a summarizer call made to fit the stage's
+	// prompt, on Node; empty for the stage's own turns.
+	Kind string `json:"kind,omitempty"`
+	Node string `json:"node,omitempty"`
+	// Messages are the messages the call sent, capped and with secrets
+	// redacted; only the stored trace (GET /v1/chain/traces/{id}) has them.
+	Messages []PromptMessage `json:"messages,omitempty"`
+}
+
+// PromptMessage is one message a model call sent, as the node received it.
+type PromptMessage struct {
+	Role       string           `json:"role"`
+	Content    string           `json:"content"`
+	Name       string           `json:"name,omitempty"`
+	ToolCallID string           `json:"tool_call_id,omitempty"`
+	ToolCalls  []PromptToolCall `json:"tool_calls,omitempty"`
+	// Fit marks a message the context fitting made or changed: "summary"
+	// (older turns folded), "shortened" (a tool result cut in the
+	// middle), "earlier_questions" (the list of the user's earlier
+	// questions), "omitted" (the marker for dropped turns).
+	Fit string `json:"fit,omitempty"`
+}
+
+// PromptToolCall is a tool call inside a PromptMessage.
+type PromptToolCall struct {
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Fitting marks on PromptMessage.Fit.
+const (
+	FitSummary          = "summary"
+	FitShortened        = "shortened"
+	FitEarlierQuestions = "earlier_questions"
+	FitOmitted          = "omitted"
+)
+
+// ContextTrace is how a stage's prompts were fitted to its node's window.
+type ContextTrace struct {
+	// Window is the node's context window in tokens.
+	Window int `json:"window"`
+	// EstimatedTokens is the proxy's estimate of the largest prompt the
+	// stage sent; ReportedTokens is what the node reported for it.
+	EstimatedTokens int `json:"estimated_tokens"`
+	ReportedTokens  int `json:"reported_tokens,omitempty"`
+	// Overflow is true when a reported prompt reached the window: the
+	// upstream may have cut it anyway.
+	Overflow bool            `json:"overflow,omitempty"`
+	Actions  []ContextAction `json:"actions,omitempty"`
+}
+
+// ContextAction is one thing the fitting did to a prompt.
+type ContextAction struct {
+	// Action is "shortened" (a tool result), "summarized" (turns folded
+	// into a summary), "reused" (a cached summary), "dropped" (turns left
+	// out) or "refit" (fitted again after the node refused the prompt).
+	Action    string `json:"action"`
+	FromTurn  int    `json:"from_turn,omitempty"`
+	ToTurn    int    `json:"to_turn,omitempty"`
+	SummaryID string `json:"summary_id,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // Usage is the sum of the stages' token usage.
