@@ -65,6 +65,11 @@ type Request struct {
 	// call (Ollama's keep_alive: negative for ever, 0 unload); nil leaves
 	// the upstream's default. Backends without the notion ignore it.
 	KeepAlive *time.Duration
+	// NumCtx, when positive, is the window the upstream should run the
+	// model with (Ollama's options.num_ctx): the node's configured
+	// context_window, the same on every call so that Ollama never reloads
+	// the model for it. Backends without the notion ignore it.
+	NumCtx int
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a

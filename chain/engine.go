@@ -11,6 +11,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/memory"
 	"chainproxy/tools"
 )
 
@@ -51,6 +52,9 @@ type Deps struct {
 	// Resume keeps chains waiting for a client's tool results; nil: a
 	// follow-up restarts the chain with the results as evidence.
 	Resume ResumeStore
+	// Memory keeps context fitting's summaries and calibration, shared by
+	// replicas when it is Redis; nil keeps no summaries.
+	Memory memory.KV
 }
 
 // Admitter lets a model call wait its turn for a node. Acquire blocks until
@@ -84,6 +88,11 @@ type Engine struct {
 	caps       *capabilities
 	resume     ResumeStore
 	log        *slog.Logger
+	// kv caches summaries and calibration ratios (Deps.Memory); nil: none
+	// cached, ratios kept in process.
+	kv          memory.KV
+	calibration *memory.Calibration
+	windows     windows
 }
 
 // New builds an Engine over the configured nodes.
@@ -100,7 +109,9 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		caps:       newCapabilities(),
 		resume:     deps.Resume,
 		log:        deps.Logger,
+		kv:         deps.Memory,
 	}
+	e.calibration = memory.NewCalibration(deps.Memory)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -263,6 +274,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		return nil, err
 	}
 	if route.Relay() {
+		r.relay = true
 		return r.simple(ctx, e.nodes[route.Node], false)
 	}
 	if r.trace.Mode == ModeSimple {

@@ -31,6 +31,14 @@ type run struct {
 	client map[string]bool
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
+	// relay: a node named directly; its prompt is the client's business
+	// and is sent as it came, unfitted.
+	relay bool
+	// summarized is set once the run made its one summarizer call.
+	summarized bool
+	// ctxErr is the first stage skipped for a prompt too long for its
+	// node: the client's error when no stage could answer.
+	ctxErr error
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -45,13 +53,16 @@ func (r *run) logger() *slog.Logger {
 
 // stage is one stage being run.
 type stage struct {
-	idx      int
-	node     *Node
-	cfg      stageConfig
-	allowed  int  // turns this stage may use
-	answers  bool // the answering stage: its content streams to the client
-	tools    []Tool
-	msgs     []Message
+	idx     int
+	node    *Node
+	cfg     stageConfig
+	allowed int  // turns this stage may use
+	answers bool // the answering stage: its content streams to the client
+	tools   []Tool
+	msgs    []Message
+	// base is how many of msgs the stage was given (instructions and the
+	// client's conversation); its own turns and notes come after.
+	base     int
 	st       StageTrace
 	started  time.Time
 	content  []string // content of each turn, in order
@@ -142,6 +153,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			}
 			s.allowed = max(s.allowed, 1)
 			s.msgs = r.stageMessages(s, done, i, len(stages))
+			s.base = len(s.msgs)
 			if err := r.startStage(s); err != nil {
 				return nil, err
 			}
@@ -164,7 +176,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		if len(s.awaiting) > 0 && stageErr == nil {
 			return r.awaitingResult(ctx, s, done, i)
 		}
-		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline {
+		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline && s.stop != StageSkippedContext {
 			if stageErr = r.finalCall(ctx, s); stageErr != nil {
 				if fatal(ctx, stageErr) {
 					return nil, stageErr
@@ -183,7 +195,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			// other stage's answer can be stitched onto it.
 			return nil, &Failure{Trace: r.trace, Err: stageErr}
 		}
-		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline {
+		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline && s.st.Status != StageSkippedContext {
 			done = append(done, s)
 			last = s
 		}
@@ -193,6 +205,10 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		// others usually share (nothing listens), goes with the error, so
 		// that the client's message and the log line name it.
 		err := ErrAllStagesFailed
+		if r.ctxErr != nil && r.allSkipped(StageSkippedContext) {
+			// No node could take the prompt: the client's to shorten.
+			return nil, &Failure{Trace: r.trace, Err: r.ctxErr}
+		}
 		for _, st := range r.trace.Stages {
 			if st.Error != "" {
 				err = fmt.Errorf("%w; first cause: %s", ErrAllStagesFailed, st.Error)
@@ -211,6 +227,16 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		r.trace.Stages[last.idx] = last.st
 	}
 	return r.result(last)
+}
+
+// allSkipped reports whether every stage of the trace has status.
+func (r *run) allSkipped(status string) bool {
+	for _, st := range r.trace.Stages {
+		if st.Status != status {
+			return false
+		}
+	}
+	return len(r.trace.Stages) > 0
 }
 
 // simple answers with one node, with the server tools when serverTools is
@@ -236,6 +262,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 	} else {
 		s.msgs = append([]Message(nil), r.req.Messages...)
 	}
+	s.base = len(s.msgs)
 	if err := r.startStage(s); err != nil {
 		return nil, err
 	}
@@ -316,6 +343,16 @@ func (r *run) stageError(s *stage, err error) {
 			r.left++
 		} else {
 			s.stop = StageFailed
+		}
+	} else if errors.Is(err, ErrContextLength) && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
+		// The node cannot take the prompt: it did no work, so the turn
+		// goes back to the budget and the next stage goes on.
+		s.stop = StageSkippedContext
+		r.trace.Turns -= s.st.Turns
+		r.left += s.st.Turns
+		s.st.Turns = 0
+		if r.ctxErr == nil {
+			r.ctxErr = err
 		}
 	} else {
 		s.stop = StageFailed
@@ -400,7 +437,38 @@ const contentRoom = 512
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s)}
+	f, err := r.fit(ctx, s, offered, 1)
+	if err != nil {
+		return Message{}, err
+	}
+	msg, err := r.send(ctx, s, offered, f)
+	if err == nil && r.e.windows.firstCall(s.node.Name) {
+		// The model is loaded now: what window does it run with?
+		r.e.learnWindow(ctx, s.node)
+	}
+	if detail, over := contextOverflow(err); over && !r.relay && !r.streamed {
+		// The node refused a prompt the estimate said fits: its window
+		// is smaller, or its tokenizer denser, than known. Learn both and
+		// fit harder, once.
+		r.e.learnWindow(ctx, s.node)
+		r.e.calibration.Scale(s.node.Name, refitFactor)
+		if f, err = r.fit(ctx, s, offered, refitFactor); err != nil {
+			return Message{}, err
+		}
+		if ct := s.st.Context; ct != nil {
+			ct.Actions = append(ct.Actions, ContextAction{Action: "refit", FromTurn: s.st.Turns, ToTurn: s.st.Turns, Detail: "the node refused the prompt: " + detail})
+		}
+		msg, err = r.send(ctx, s, offered, f)
+	}
+	if detail, over := contextOverflow(err); over {
+		return Message{}, &ContextLengthError{Node: s.node.Name, Window: r.e.Window(s.node), Upstream: detail}
+	}
+	return msg, err
+}
+
+// send makes one call of s to its node with the fitted prompt f.
+func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
+	req := &Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow}
 	if r.req.Idle != nil {
 		// What follows the call (tools, the next stage) may take time.
 		defer r.req.Idle()
@@ -425,7 +493,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
-	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds()}
+	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds(), sent: f.msgs, marks: f.marks}
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
 		if err != nil {
@@ -502,6 +570,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)
 		mc.Usage = *cs.usage
+		r.observe(ctx, s, f, cs.usage)
 	}
 	if err != nil {
 		mc.Error = err.Error()

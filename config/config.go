@@ -41,6 +41,7 @@ type Config struct {
 	Tools    Tools    `yaml:"tools" json:"tools"`
 	Antiloop Antiloop `yaml:"antiloop" json:"antiloop"`
 	Store    Store    `yaml:"store" json:"store"`
+	Memory   Memory   `yaml:"memory" json:"memory"`
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
@@ -110,6 +111,11 @@ type Node struct {
 	// Capabilities, when set, replace what the node's server reports of its
 	// model ("tools", "completion", …), for servers that report nothing.
 	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
+	// ContextWindow is the node's context window in tokens; 0 learns it
+	// from the server (Ollama's /api/ps, else 4096; an OpenAI-compatible
+	// /v1/models' max_model_len, else unknown: no fitting). An Ollama node
+	// is sent it as options.num_ctx on every call.
+	ContextWindow int `yaml:"context_window" json:"context_window,omitempty"`
 }
 
 // TextCalls reports whether the node's text tool calls are parsed: on
@@ -290,6 +296,28 @@ type Antiloop struct {
 	MaxPolls int `yaml:"max_polls" json:"max_polls"`
 }
 
+// Memory configures context fitting: how prompts are made to fit each
+// node's window (docs/context.md).
+type Memory struct {
+	// Summarizer is the node that folds older turns into summaries; empty
+	// means the simple node.
+	Summarizer string `yaml:"summarizer" json:"summarizer"`
+	// SummaryTTL is how long a summary stays cached for the next request
+	// of the same conversation.
+	SummaryTTL time.Duration `yaml:"summary_ttl" json:"summary_ttl"`
+	// SummaryTimeout bounds the one summarizer call a request may make;
+	// past it, the older turns are dropped instead.
+	SummaryTimeout time.Duration `yaml:"summary_timeout" json:"summary_timeout"`
+	// AnswerReserve is the tokens kept for the answer when the request
+	// sets no max_tokens.
+	AnswerReserve int `yaml:"answer_reserve" json:"answer_reserve"`
+	// The shares of the window, as fractions: the list of earlier
+	// questions, the least kept for recent raw turns, the summary.
+	QuestionsShare float64 `yaml:"questions_share" json:"questions_share"`
+	RecentShare    float64 `yaml:"recent_share" json:"recent_share"`
+	SummariesShare float64 `yaml:"summaries_share" json:"summaries_share"`
+}
+
 // Store selects where anti-loop state and traces live.
 type Store struct {
 	// RedisURL, when set, shares state between replicas through Redis.
@@ -327,6 +355,14 @@ func Default() *Config {
 			ResumeTTL:     30 * time.Minute,
 		},
 		Classify: Classify{ShortChars: 50, LongChars: 280},
+		Memory: Memory{
+			SummaryTTL:     24 * time.Hour,
+			SummaryTimeout: 30 * time.Second,
+			AnswerReserve:  1024,
+			QuestionsShare: 0.05,
+			RecentShare:    0.05,
+			SummariesShare: 0.10,
+		},
 		Tools: Tools{
 			Root:             "./workspace",
 			Timeout:          15 * time.Second,
@@ -605,6 +641,9 @@ func (c *Config) Validate() error {
 				bad(p+".keep_alive", "%v", err)
 			}
 		}
+		if n.ContextWindow < 0 || n.ContextWindow > 0 && n.ContextWindow < 512 {
+			bad(p+".context_window", "want at least 512 tokens (or 0 to learn it from the server), got %d", n.ContextWindow)
+		}
 	}
 	if len(c.Chain.Stages) == 0 {
 		bad("chain.stages", "at least one stage is required")
@@ -628,6 +667,26 @@ func (c *Config) Validate() error {
 	}
 	if c.Chain.ContextBudget <= 0 {
 		bad("chain.context_budget", "must be positive, got %d", c.Chain.ContextBudget)
+	}
+	if m := c.Memory.Summarizer; m != "" && !seen[m] {
+		bad("memory.summarizer", "unknown node %q", m)
+	}
+	if c.Memory.SummaryTTL <= 0 {
+		bad("memory.summary_ttl", "must be positive, got %s", c.Memory.SummaryTTL)
+	}
+	if c.Memory.SummaryTimeout <= 0 {
+		bad("memory.summary_timeout", "must be positive, got %s", c.Memory.SummaryTimeout)
+	}
+	if c.Memory.AnswerReserve <= 0 {
+		bad("memory.answer_reserve", "must be positive, got %d", c.Memory.AnswerReserve)
+	}
+	for _, sh := range []struct {
+		key string
+		v   float64
+	}{{"memory.questions_share", c.Memory.QuestionsShare}, {"memory.recent_share", c.Memory.RecentShare}, {"memory.summaries_share", c.Memory.SummariesShare}} {
+		if sh.v <= 0 || sh.v >= 0.5 {
+			bad(sh.key, "want a fraction of the window between 0 and 0.5, got %v", sh.v)
+		}
 	}
 	if c.Chain.Render != RenderNone && c.Chain.Render != RenderDetails {
 		bad("chain.render", "unknown render %q (want \"details\" or empty)", c.Chain.Render)
