@@ -298,7 +298,7 @@ func (f *folder) Cached(ctx context.Context, key string) (memory.Summary, bool) 
 // Summarize makes the run's one summarizer call, bounded by
 // memory.summary_timeout, and caches what it wrote. The call is a step of
 // the stage's trace (kind "summary") with its own time and tokens.
-func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, from, to int) (memory.Summary, error) {
+func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, from, to, seen int) (memory.Summary, error) {
 	r, s := f.r, f.s
 	if r.summarized {
 		return memory.Summary{}, errSummarySpent
@@ -356,7 +356,7 @@ func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, fr
 	var ts ThinkSplitter
 	body, _ := ts.Feed(text.String())
 	tail, _ := ts.Flush()
-	sum := memory.Summary{Text: strings.TrimSpace(body + tail), From: from, To: to}
+	sum := memory.Summary{Text: strings.TrimSpace(body + tail), From: from, To: to, Seen: seen}
 	if r.e.kv != nil && strings.TrimSpace(sum.Text) != "" {
 		if data, err := json.Marshal(sum); err == nil {
 			// Best effort: an uncached summary is made again next time.

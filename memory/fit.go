@@ -132,7 +132,9 @@ type Folder interface {
 	Cached(ctx context.Context, key string) (Summary, bool)
 	// Summarize runs the summarizer over prompt and stores the result
 	// under key. It fails when the summarizer is offline, slow or spent.
-	Summarize(ctx context.Context, key string, prompt []Message, from, to int) (Summary, error)
+	// seen is the last turn the fitting folded; the summary stored keeps it
+	// (Summary.Seen).
+	Summarize(ctx context.Context, key string, prompt []Message, from, to, seen int) (Summary, error)
 	// Window is the summarizer's own window and ratio, for its prompt.
 	Window() (window int, ratio float64)
 }
@@ -142,6 +144,12 @@ type Summary struct {
 	ID       string `json:"id"`
 	Text     string `json:"text"`
 	From, To int    `json:"-"`
+	// Seen is the last turn the request that made it folded: its turns
+	// after To were dropped. A later request that folds no further drops
+	// them again rather than calling the summarizer: the same prompt, and
+	// one summarizer call per new stretch of the conversation, not per
+	// request.
+	Seen int `json:"seen,omitempty"`
 }
 
 // Fit returns in's prompt fitted to in.Window, or a *TooLongError when even
@@ -199,6 +207,9 @@ type fitting struct {
 	// summarizer could not make one, when it was asked.
 	sum     Summary
 	failure error
+	// hashes[k] is the hash of turns 1..k, made once when a summary is
+	// looked up.
+	hashes []uint64
 }
 
 func newFitting(in *Input) *fitting {
@@ -325,6 +336,20 @@ func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
 	}
 	if f.raw == 0 {
 		return
+	}
+	if folder != nil {
+		// A summary cached for a shorter prefix (an earlier request of the
+		// conversation, fitted with another estimate) is taken as it is
+		// when the turns after it fit raw in what is left: no call.
+		if prev := f.cached(ctx, folder, f.raw); prev.To > 0 && prev.To < f.raw {
+			extra := 0
+			for _, t := range f.turns[prev.To:f.raw] {
+				extra += Chars(t)
+			}
+			if extra <= rawRoom {
+				f.raw = prev.To
+			}
+		}
 	}
 	f.buildMemory(ctx, folder, f.raw)
 }

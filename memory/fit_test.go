@@ -62,13 +62,13 @@ func (s *scripted) Cached(_ context.Context, key string) (Summary, bool) {
 	return v, ok
 }
 
-func (s *scripted) Summarize(_ context.Context, key string, prompt []Message, from, to int) (Summary, error) {
+func (s *scripted) Summarize(_ context.Context, key string, prompt []Message, from, to, seen int) (Summary, error) {
 	s.calls++
 	s.prompts = append(s.prompts, prompt)
 	if s.fail != nil {
 		return Summary{}, s.fail
 	}
-	sum := Summary{Text: fmt.Sprintf("The user asked about topics %d to %d.", from, to)}
+	sum := Summary{Text: fmt.Sprintf("The user asked about topics %d to %d.", from, to), Seen: seen}
 	if s.cache == nil {
 		s.cache = map[string]Summary{}
 	}

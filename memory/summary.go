@@ -50,6 +50,20 @@ func (f *fitting) prefixHashes(m int) []uint64 {
 // build on: each is a store read.
 const lookback = 16
 
+// cached is the cached summary of the longest prefix of turns 1..m, looked
+// up at most lookback turns back; its To is 0 when there is none.
+func (f *fitting) cached(ctx context.Context, folder Folder, m int) Summary {
+	if f.hashes == nil || len(f.hashes) <= m {
+		f.hashes = f.prefixHashes(len(f.turns))
+	}
+	for k := m; k >= max(1, m-lookback); k-- {
+		if s, ok := folder.Cached(ctx, SummaryKey(f.hashes[k])); ok && s.Text != "" {
+			return Summary{ID: SummaryID(f.hashes[k]), Text: s.Text, From: 1, To: k, Seen: max(s.Seen, k)}
+		}
+	}
+	return Summary{}
+}
+
 // summary finds or makes the summary of the longest prefix of turns 1..m
 // it can: cached for 1..m, else one summarizer call over a cached shorter
 // one and the turns after it (consolidation), else over the turns from the
@@ -61,22 +75,16 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 		}
 		return Summary{}, false
 	}
-	hashes := f.prefixHashes(m)
-	var prev Summary
-	for k := m; k >= max(1, m-lookback); k-- {
-		if s, ok := folder.Cached(ctx, SummaryKey(hashes[k])); ok && s.Text != "" {
-			prev = Summary{ID: SummaryID(hashes[k]), Text: s.Text, From: 1, To: k}
-			break
-		}
-	}
-	if prev.To == m {
-		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: m, SummaryID: prev.ID})
+	prev := f.cached(ctx, folder, m)
+	hashes := f.hashes
+	if prev.To == m || prev.To > 0 && prev.Seen >= m {
+		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
 		f.sum = prev
 		return prev, true
 	}
 	prompt, to := f.summaryPrompt(folder, prev, m)
 	if to > prev.To {
-		s, err := folder.Summarize(ctx, SummaryKey(hashes[to]), prompt, prev.To+1, to)
+		s, err := folder.Summarize(ctx, SummaryKey(hashes[to]), prompt, prev.To+1, to, m)
 		if err == nil && strings.TrimSpace(s.Text) != "" {
 			a := Action{Action: ActSummarized, FromTurn: prev.To + 1, ToTurn: to, SummaryID: SummaryID(hashes[to])}
 			if prev.To > 0 {
@@ -112,10 +120,17 @@ func (f *fitting) summaryPrompt(folder Folder, prev Summary, m int) ([]Message, 
 	if prev.To > 0 {
 		fmt.Fprintf(&b, "Summary of turns 1–%d:\n%s\n\n", prev.To, prev.Text)
 	}
+	// Each message gets an even part of the room, within bounds, so that
+	// a small summarizer still sees every turn it can.
+	count := 0
+	for _, t := range f.turns[prev.To:m] {
+		count += len(t)
+	}
+	per := min(max(room/max(count, 1), 160), 1500)
 	to := prev.To
 	for k := prev.To + 1; k <= m; k++ {
 		n := b.Len()
-		writeTurn(&b, k, f.turns[k-1])
+		writeTurn(&b, k, f.turns[k-1], per)
 		if b.Len() > room {
 			s := b.String()[:n]
 			b.Reset()
@@ -130,16 +145,16 @@ func (f *fitting) summaryPrompt(folder Folder, prev Summary, m int) ([]Message, 
 // writeTurn renders turn k for the summarizer: every message, tool calls
 // between the question and the answer included (the design document's
 // known bug was to lose them), each cut to a few lines.
-func writeTurn(b *strings.Builder, k int, msgs []Message) {
+func writeTurn(b *strings.Builder, k int, msgs []Message, per int) {
 	fmt.Fprintf(b, "[turn %d]\n", k)
 	for _, m := range msgs {
 		switch {
 		case m.Role == "tool":
-			text, _ := HeadTail(m.Content, 400)
+			text, _ := HeadTail(m.Content, min(400, per))
 			fmt.Fprintf(b, "tool %s returned: %s\n", nameOr(m.Name, ""), text)
 		case len(m.ToolCalls) > 0:
 			if m.Content != "" {
-				text, _ := HeadTail(m.Content, 800)
+				text, _ := HeadTail(m.Content, min(800, per))
 				fmt.Fprintf(b, "%s: %s\n", m.Role, text)
 			}
 			for _, c := range m.ToolCalls {
@@ -147,7 +162,7 @@ func writeTurn(b *strings.Builder, k int, msgs []Message) {
 				fmt.Fprintf(b, "%s called %s %s\n", m.Role, c.Name, args)
 			}
 		default:
-			text, _ := HeadTail(m.Content, 1500)
+			text, _ := HeadTail(m.Content, per)
 			fmt.Fprintf(b, "%s: %s\n", m.Role, text)
 		}
 	}

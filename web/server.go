@@ -268,7 +268,11 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 		return
 	}
 	var err error
-	if traceJSON == nil {
+	if tr.HasPrompts() {
+		// The stored trace also says what each model call was sent.
+		full := tr.WithPrompts(s.redactPrompt)
+		traceJSON, err = marshal(&full)
+	} else if traceJSON == nil {
 		traceJSON, err = marshal(tr)
 	}
 	if err == nil {
@@ -285,6 +289,11 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 		s.log.Warn("storing trace", "req_id", id, "err", err)
 	}
 }
+
+// redactPrompt masks the secrets in a prompt kept in a stored trace: the
+// server's own keys and those of its nodes, and anything that looks like a
+// credential.
+func (s *Server) redactPrompt(text string) string { return redact.Text(text, s.secrets...) }
 
 func (s *Server) getTrace(c *gin.Context) {
 	id := c.Param("id")
