@@ -247,8 +247,11 @@ func (r *run) observe(ctx context.Context, s *stage, f fitted, usage *Usage) {
 }
 
 // refitFactor is how much a node's ratio drops, and its budget tightens,
-// after it refused a prompt estimated to fit.
-const refitFactor = 0.75
+// after it refused a prompt estimated to fit. Ollama's refusal gives no
+// numbers, so one retry must land well inside the window: half the
+// characters per token and half the budget, four times fewer characters,
+// covers a byte-level tokenizer taken for an English one.
+const refitFactor = 0.5
 
 // errSummarySpent is the summarizer's answer to a second request for a
 // summary in one run: at most one summarizer call per request.
@@ -296,17 +299,17 @@ func (f *folder) Cached(ctx context.Context, key string) (memory.Summary, bool) 
 }
 
 // Summarize makes the run's one summarizer call, bounded by
-// memory.summary_timeout, and caches what it wrote. The call is a step of
+// memory.summary_timeout. The call is a step of
 // the stage's trace (kind "summary") with its own time and tokens.
-func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, from, to, seen int) (memory.Summary, error) {
+func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error) {
 	r, s := f.r, f.s
 	if r.summarized {
-		return memory.Summary{}, errSummarySpent
+		return "", errSummarySpent
 	}
 	r.summarized = true
 	n := f.summarizer()
 	if cause, off := r.e.offline.lookup(n.Name); off {
-		return memory.Summary{}, fmt.Errorf("summarizer node %s is offline: %s", n.Name, cause)
+		return "", fmt.Errorf("summarizer node %s is offline: %s", n.Name, cause)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.e.cfg.Memory.SummaryTimeout)
 	defer cancel()
@@ -316,7 +319,7 @@ func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, fr
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, n.Name, r.req.Batch)
 		if err != nil {
-			return memory.Summary{}, err
+			return "", err
 		}
 		defer release()
 	}
@@ -324,7 +327,9 @@ func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, fr
 	mc.QueueMS = began.Sub(asked).Milliseconds()
 	var text strings.Builder
 	var usage *Usage
-	maxTokens := summarizerReserve
+	// The summary has its share of the stage's window to fill; a model
+	// that rambles stops there.
+	maxTokens := min(summarizerReserve, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
 	req := &Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow}
 	err := n.Backend.Chat(ctx, req, func(c Chunk) error {
 		text.WriteString(c.Content)
@@ -346,24 +351,36 @@ func (f *folder) Summarize(ctx context.Context, key string, prompt []Message, fr
 		if errors.As(err, &ue) && ue.Offline() {
 			r.e.offline.mark(n.Name, ue.Error())
 		}
+		if _, over := contextOverflow(err); over {
+			// Its tokenizer is denser than estimated: the stage's own call
+			// to the same node learns from it.
+			r.e.calibration.Scale(n.Name, refitFactor)
+			r.e.learnWindow(ctx, n)
+		}
 		mc.Error = err.Error()
+	} else if usage != nil {
+		r.e.calibration.Observe(ctx, n.Name, memory.Chars(prompt), usage.PromptTokens)
 	}
 	s.st.Calls = append(s.st.Calls, mc)
 	if err != nil {
-		return memory.Summary{}, err
+		return "", err
 	}
 	// A thinking model may open its answer with a <think> block.
 	var ts ThinkSplitter
-	body, _ := ts.Feed(text.String())
+	head, _ := ts.Feed(text.String())
 	tail, _ := ts.Flush()
-	sum := memory.Summary{Text: strings.TrimSpace(body + tail), From: from, To: to, Seen: seen}
-	if r.e.kv != nil && strings.TrimSpace(sum.Text) != "" {
-		if data, err := json.Marshal(sum); err == nil {
-			// Best effort: an uncached summary is made again next time.
-			_ = r.e.kv.Set(context.WithoutCancel(ctx), key, data, r.e.cfg.Memory.SummaryTTL)
-		}
+	return head + tail, nil
+}
+
+// Store caches s for memory.summary_ttl; best effort: a summary not cached
+// is made again next time.
+func (f *folder) Store(ctx context.Context, key string, s memory.Summary) {
+	if f.r.e.kv == nil {
+		return
 	}
-	return sum, nil
+	if data, err := json.Marshal(s); err == nil {
+		_ = f.r.e.kv.Set(context.WithoutCancel(ctx), key, data, f.r.e.cfg.Memory.SummaryTTL)
+	}
 }
 
 // summarizerReserve bounds the summarizer's answer, in tokens.

@@ -86,8 +86,11 @@ type Calibration struct {
 
 type ratio struct {
 	value float64
-	read  time.Time // when the shared value was last read
-	saved float64   // the value last written to the KV
+	// observed: a call has reported on the node; until then the value is
+	// a guess, which the first report replaces rather than nudges.
+	observed bool
+	read     time.Time // when the shared value was last read
+	saved    float64   // the value last written to the KV
 }
 
 // NewCalibration returns a Calibration that shares its ratios through kv
@@ -124,7 +127,7 @@ func (c *Calibration) Ratio(ctx context.Context, node string) float64 {
 		return v
 	}
 	c.mu.Lock()
-	r.value, r.saved = f, f
+	r.value, r.saved, r.observed = f, f, true
 	c.mu.Unlock()
 	return f
 }
@@ -140,12 +143,16 @@ func (c *Calibration) Observe(ctx context.Context, node string, chars, tokens in
 	seen := min(max(float64(chars)/float64(tokens), minRatio), maxRatio)
 	c.mu.Lock()
 	r, ok := c.nodes[node]
-	if !ok {
+	switch {
+	case !ok:
 		r = &ratio{value: seen, read: c.now()}
 		c.nodes[node] = r
-	} else {
+	case !r.observed:
+		r.value = seen
+	default:
 		r.value += (seen - r.value) / 3
 	}
+	r.observed = true
 	v := r.value
 	share := c.kv != nil && math.Abs(v-r.saved) > 0.02*v
 	if share {

@@ -78,8 +78,12 @@ func (in *Input) budget() int {
 	if t <= 0 || t > 1 {
 		t = 1
 	}
-	return int(float64(in.Window-in.Reserve)*in.Ratio*t) - in.ToolChars
+	return int(float64(in.Window-in.Reserve)*in.Ratio*t*safety) - in.ToolChars
 }
+
+// safety keeps a tenth of the budget for what the estimate cannot see: the
+// chat template's own text, tokens that pack worse than the average.
+const safety = 0.9
 
 // share is a fraction of the window, in characters.
 func (in *Input) share(f float64) int { return int(float64(in.Window) * in.Ratio * f) }
@@ -122,33 +126,33 @@ var ErrTooLong = errors.New("prompt longer than the context window")
 
 func (e *TooLongError) Unwrap() error { return ErrTooLong }
 
-// Folder folds older turns into a summary: Fitter.Fit calls it at most
-// once. Cached is asked first for the summary of every prefix of the
-// history, longest first, and Summarize only when needed. Either may be
-// nil: nothing cached, no summarizer (the older turns are then dropped,
-// with a marker).
+// Folder folds older turns into a summary and keeps summaries for the next
+// requests of the conversation. Fit asks Cached first, Summarize at most
+// once, and Stores what Summarize made. A nil Folder neither finds nor makes
+// summaries: the older turns are then dropped, with a marker.
 type Folder interface {
 	// Cached returns the summary stored under key.
 	Cached(ctx context.Context, key string) (Summary, bool)
-	// Summarize runs the summarizer over prompt and stores the result
-	// under key. It fails when the summarizer is offline, slow or spent.
-	// seen is the last turn the fitting folded; the summary stored keeps it
-	// (Summary.Seen).
-	Summarize(ctx context.Context, key string, prompt []Message, from, to, seen int) (Summary, error)
+	// Summarize runs the summarizer over prompt and returns its text. It
+	// fails when the summarizer is offline, slow or spent.
+	Summarize(ctx context.Context, prompt []Message) (string, error)
+	// Store keeps s under key.
+	Store(ctx context.Context, key string, s Summary)
 	// Window is the summarizer's own window and ratio, for its prompt.
 	Window() (window int, ratio float64)
 }
 
 // Summary is the folded text of turns From to To.
 type Summary struct {
-	ID       string `json:"id"`
-	Text     string `json:"text"`
-	From, To int    `json:"-"`
-	// Seen is the last turn the request that made it folded: its turns
-	// after To were dropped. A later request that folds no further drops
-	// them again rather than calling the summarizer: the same prompt, and
-	// one summarizer call per new stretch of the conversation, not per
-	// request.
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	// Seen is how many turns the history had when it was made. A later
+	// request of the conversation with no more turns takes it as it is,
+	// dropping what it does not cover, rather than calling the summarizer
+	// again: one summarizer call per new stretch of the conversation, not
+	// per request, whatever the estimates made of the window meanwhile.
 	Seen int `json:"seen,omitempty"`
 }
 
@@ -178,8 +182,19 @@ func Fit(ctx context.Context, in *Input, folder Folder) (*Result, error) {
 	if !f.fits() {
 		f.dropMemory()
 	}
+	if !f.fits() && f.raw > 0 {
+		// Last: of the earlier questions, only the first, shortened.
+		f.firstOnly = true
+		f.actions = withoutDropped(f.actions)
+		f.buildMemory(ctx, nil, f.raw)
+		f.dropMemory()
+	}
 	if !f.fits() {
-		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(f.weight()+in.ToolChars, in.Ratio)}
+		kept := Chars(f.prefix)
+		for i := range f.current {
+			kept += messageChars(&f.current[i].m)
+		}
+		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(kept+in.ToolChars, in.Ratio)}
 	}
 	return f.result(), nil
 }
@@ -210,6 +225,9 @@ type fitting struct {
 	// hashes[k] is the hash of turns 1..k, made once when a summary is
 	// looked up.
 	hashes []uint64
+	// firstOnly lists only the first earlier question: the window has no
+	// room for more.
+	firstOnly bool
 }
 
 func newFitting(in *Input) *fitting {
@@ -399,7 +417,11 @@ func (f *fitting) questions(m int) string {
 		return ""
 	}
 	const head = "The user's earlier questions in this conversation, oldest first:"
-	room := max(f.in.share(f.in.Shares.Questions), 2*questionCap) - len(head) - len(qs[0])
+	if f.firstOnly {
+		q, _ := HeadTail(qs[0], 200)
+		return head + "\n" + q
+	}
+	room := f.in.share(f.in.Shares.Questions) - len(head) - len(qs[0])
 	keep := len(qs)
 	for keep > 1 && room-len(qs[keep-1]) >= 0 {
 		room -= len(qs[keep-1]) + 1

@@ -62,18 +62,20 @@ func (s *scripted) Cached(_ context.Context, key string) (Summary, bool) {
 	return v, ok
 }
 
-func (s *scripted) Summarize(_ context.Context, key string, prompt []Message, from, to, seen int) (Summary, error) {
+func (s *scripted) Summarize(_ context.Context, prompt []Message) (string, error) {
 	s.calls++
 	s.prompts = append(s.prompts, prompt)
 	if s.fail != nil {
-		return Summary{}, s.fail
+		return "", s.fail
 	}
-	sum := Summary{Text: fmt.Sprintf("The user asked about topics %d to %d.", from, to), Seen: seen}
+	return fmt.Sprintf("The user asked about %d things.", strings.Count(prompt[1].Content, "[turn ")), nil
+}
+
+func (s *scripted) Store(_ context.Context, key string, sum Summary) {
 	if s.cache == nil {
 		s.cache = map[string]Summary{}
 	}
 	s.cache[key] = sum
-	return sum, nil
 }
 
 func (s *scripted) Window() (int, float64) { return 32768, 4 }

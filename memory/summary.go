@@ -50,15 +50,30 @@ func (f *fitting) prefixHashes(m int) []uint64 {
 // build on: each is a store read.
 const lookback = 16
 
-// cached is the cached summary of the longest prefix of turns 1..m, looked
-// up at most lookback turns back; its To is 0 when there is none.
+// cached is the cached summary of the longest prefix of turns 1..m it can
+// find. A summary is stored under the hash of the turns it covers and
+// under that of the whole history its request had, so the same
+// conversation resent finds it at once, and one a few turns longer within
+// lookback reads; its To is 0 when there is none.
 func (f *fitting) cached(ctx context.Context, folder Folder, m int) Summary {
-	if f.hashes == nil || len(f.hashes) <= m {
+	if f.hashes == nil {
 		f.hashes = f.prefixHashes(len(f.turns))
 	}
-	for k := m; k >= max(1, m-lookback); k-- {
-		if s, ok := folder.Cached(ctx, SummaryKey(f.hashes[k])); ok && s.Text != "" {
-			return Summary{ID: SummaryID(f.hashes[k]), Text: s.Text, From: 1, To: k, Seen: max(s.Seen, k)}
+	get := func(k int) (Summary, bool) {
+		s, ok := folder.Cached(ctx, SummaryKey(f.hashes[k]))
+		if !ok || s.Text == "" || s.To <= 0 || s.To > m {
+			return Summary{}, false
+		}
+		s.From, s.Seen = 1, max(s.Seen, s.To)
+		return s, true
+	}
+	n := len(f.turns)
+	if s, ok := get(n); ok {
+		return s
+	}
+	for k := min(n-1, m+lookback); k >= max(1, m-lookback); k-- {
+		if s, ok := get(k); ok {
+			return s
 		}
 	}
 	return Summary{}
@@ -77,21 +92,25 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 	}
 	prev := f.cached(ctx, folder, m)
 	hashes := f.hashes
-	if prev.To == m || prev.To > 0 && prev.Seen >= m {
+	if prev.To == m || prev.To > 0 && prev.Seen >= len(f.turns) {
 		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
 		f.sum = prev
 		return prev, true
 	}
 	prompt, to := f.summaryPrompt(folder, prev, m)
 	if to > prev.To {
-		s, err := folder.Summarize(ctx, SummaryKey(hashes[to]), prompt, prev.To+1, to, m)
-		if err == nil && strings.TrimSpace(s.Text) != "" {
+		text, err := folder.Summarize(ctx, prompt)
+		if text = strings.TrimSpace(text); err == nil && text != "" {
 			a := Action{Action: ActSummarized, FromTurn: prev.To + 1, ToTurn: to, SummaryID: SummaryID(hashes[to])}
 			if prev.To > 0 {
 				a.Detail = "consolidated with " + prev.ID + " (turns 1–" + itoa(prev.To) + ")"
 			}
 			f.actions = append(f.actions, a)
-			f.sum = Summary{ID: a.SummaryID, Text: strings.TrimSpace(s.Text), From: 1, To: to}
+			f.sum = Summary{ID: a.SummaryID, Text: text, From: 1, To: to, Seen: len(f.turns)}
+			folder.Store(ctx, SummaryKey(hashes[to]), f.sum)
+			if n := len(f.turns); n != to {
+				folder.Store(ctx, SummaryKey(hashes[n]), f.sum)
+			}
 			return f.sum, true
 		} else if err != nil {
 			f.failure = err
