@@ -17,8 +17,10 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/ollama"
+	"chainproxy/chain/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/fakeopenai"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 )
@@ -63,6 +65,12 @@ func longConversation(n, size int) []map[string]string {
 // contextProxy serves yamlText's nodes with real Ollama backends, keeping
 // summaries and traces in st (a fresh in-process store when nil).
 func contextProxy(t *testing.T, yamlText string, st store.Store) *httptest.Server {
+	srv, _ := contextEngine(t, yamlText, st)
+	return srv
+}
+
+// contextEngine is contextProxy with its engine.
+func contextEngine(t *testing.T, yamlText string, st store.Store) (*httptest.Server, *chain.Engine) {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yamlText))
 	if err != nil {
@@ -74,7 +82,11 @@ func contextProxy(t *testing.T, yamlText string, st store.Store) *httptest.Serve
 	}
 	backends := map[string]chain.Backend{}
 	for _, n := range cfg.Nodes {
-		backends[n.Name] = ollama.New(n, nil)
+		if n.Provider == config.ProviderOpenAI {
+			backends[n.Name] = openai.New(n, nil)
+		} else {
+			backends[n.Name] = ollama.New(n, nil)
+		}
 	}
 	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Memory: st, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
@@ -82,7 +94,7 @@ func contextProxy(t *testing.T, yamlText string, st store.Store) *httptest.Serve
 	}
 	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: st, Logger: slog.New(slog.DiscardHandler)}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, eng
 }
 
 func windowConfig(url string, window int) string {
@@ -327,5 +339,36 @@ func TestContextSummariesSharedByReplicas(t *testing.T) {
 	}
 	if acts := strings.Join(actions(r.trace.Stages[0].Context), ","); !strings.HasPrefix(acts, "reused") || strings.Contains(acts, "summarized") {
 		t.Fatalf("replica b actions %s, want the summary reused", acts)
+	}
+}
+
+// OpenAI-compatible nodes: of unknown window, an upstream refusal reaches
+// the client as context_length_exceeded naming the node; with vLLM's
+// max_model_len, the prompt is fitted to it, and a reported prompt at the
+// window is flagged as an overflow.
+func TestContextOpenAINodes(t *testing.T) {
+	refusing := fakeopenai.New(t, fakeopenai.Reply{Status: 400, Error: "This model's maximum context length is 1024 tokens. However, you requested 14000 tokens.", ErrorType: "invalid_request_error", ErrorCode: "context_length_exceeded"})
+	yaml := func(url string) string {
+		return fmt.Sprintf("nodes:\n  - {name: A, provider: openai, base_url: %q, model: fake-model, timeout: 10s}\nchain:\n  stages: [{node: A, max_turns: 1}]\n  simple_node: A\n", url)
+	}
+	srv := contextProxy(t, yaml(refusing.BaseURL()), nil)
+	a := askLong(t, srv, longConversation(30, 1600), false)
+	if a.status != http.StatusBadRequest || !strings.Contains(string(a.body), `"code":"context_length_exceeded"`) || !strings.Contains(string(a.body), "node A refused the prompt") {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+
+	vllm := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"ok"}, PromptTokens: 1100, CompletionTokens: 1})
+	vllm.SetMaxModelLen(1024)
+	srv, eng := contextEngine(t, yaml(vllm.BaseURL()), nil)
+	if err := eng.Probe(context.Background(), "A"); err != nil {
+		t.Fatal(err)
+	}
+	a = askLong(t, srv, longConversation(30, 1600), false)
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	ct := a.trace.Stages[0].Context
+	if ct == nil || ct.Window != 1024 || len(ct.Actions) == 0 || !ct.Overflow || ct.ReportedTokens != 1100 {
+		t.Fatalf("context %+v", ct)
 	}
 }

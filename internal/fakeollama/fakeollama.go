@@ -88,6 +88,8 @@ type Server struct {
 	models map[string][]string
 	// window, when set, emulates the model's context window (SetWindow).
 	window *window
+	// contextLength is the trained length /api/show reports; 0: none.
+	contextLength int
 }
 
 // New starts a server that answers the n-th POST /api/chat with replies[n];
