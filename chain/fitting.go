@@ -63,6 +63,10 @@ func (e *WindowError) Error() string {
 // exceeds the context length"), OpenAI and vLLM ("context_length_exceeded",
 // "maximum context length is …").
 func contextOverflow(err error) (string, bool) {
+	if err == nil {
+		// The common case, without the allocation errors.As costs.
+		return "", false
+	}
 	var ue *UpstreamError
 	if !errors.As(err, &ue) {
 		return "", false

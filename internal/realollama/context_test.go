@@ -89,8 +89,12 @@ type ctxTrace struct {
 			Actions         []struct{ Action string }
 		}
 		Calls []struct {
-			Kind     string
-			Error    string
+			Kind       string
+			Error      string
+			DurationMS int64 `json:"duration_ms"`
+			Usage      struct {
+				PromptTokens int `json:"prompt_tokens"`
+			}
 			Messages []struct {
 				Role, Content, Fit string
 			}
@@ -181,6 +185,9 @@ func TestContextFits(t *testing.T) {
 		t.Fatalf("Ollama cut the prompt:\n%s", log)
 	}
 	tr := stored(t, proxy, id)
+	for _, c := range tr.Stages[0].Calls {
+		t.Logf("call %q: %d ms, %d prompt tokens, error %q", c.Kind, c.DurationMS, c.Usage.PromptTokens, c.Error)
+	}
 	ct := tr.Stages[0].Context
 	t.Logf("context %+v", ct)
 	if ct == nil || ct.Window != 2048 || len(ct.Actions) == 0 || ct.ReportedTokens == 0 || ct.ReportedTokens >= 2048 {
