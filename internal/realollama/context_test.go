@@ -28,6 +28,7 @@ chain:
   simple_node: small
 memory:
   summary_timeout: 3m
+  summaries_share: 0.03 # a short summary: the random-weight model never stops on its own
 `
 
 // startProxy runs the fixture's proxy binary with another configuration;
