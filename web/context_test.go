@@ -92,7 +92,11 @@ func contextEngine(t *testing.T, yamlText string, st store.Store) (*httptest.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: st, Logger: slog.New(slog.DiscardHandler)}))
+	names := []string{}
+	for _, n := range cfg.Nodes {
+		names = append(names, n.Name)
+	}
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: st, Logger: slog.New(slog.DiscardHandler), Metrics: NewMetrics(names, nil, nil)}))
 	t.Cleanup(srv.Close)
 	return srv, eng
 }
@@ -219,6 +223,16 @@ func TestContextLongConversation(t *testing.T) {
 	}
 	if !marks[chain.FitSummary] || !marks[chain.FitEarlierQuestions] {
 		t.Fatalf("stored prompt marks %v, want summary and earlier_questions", marks)
+	}
+
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `chainproxy_context_actions_total{action="summarized",node="A"} 1`) {
+		t.Fatalf("metrics lack the fitting count:\n%s", metrics)
 	}
 
 	// The client resends the whole history: the summary is reused.
