@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -281,17 +282,20 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	case req.ForcedMode != "":
 		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}
 	}
-	d := e.classifier.Classify(lastUserText(req.Messages), req.Category)
+	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
 	return d.Mode, d.Reasons
 }
 
-func lastUserText(msgs []Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
+// UserTexts yields the contents of the user messages of msgs, newest
+// first: what the classifier judges, and nothing else of the request.
+func UserTexts(msgs []Message) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if msgs[i].Role == "user" && !yield(msgs[i].Content) {
+				return
+			}
 		}
 	}
-	return ""
 }
 
 // Probe checks that node answers and has its model, and updates what the

@@ -215,6 +215,10 @@ type Classify struct {
 	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
 	// Categories replace the default reflexive route categories when set.
 	Categories []string `yaml:"categories" json:"categories,omitempty"`
+	// IgnoreBlocks are tag names (as "my-context" for <my-context>…
+	// </my-context>) whose blocks are set aside in user messages before
+	// judging, in addition to those agent clients are known to inject.
+	IgnoreBlocks []string `yaml:"ignore_blocks" json:"ignore_blocks,omitempty"`
 }
 
 // Tools configures server-side tool execution.
@@ -644,6 +648,11 @@ func (c *Config) Validate() error {
 	if c.Classify.LongChars <= c.Classify.ShortChars {
 		bad("classify.long_chars", "must be greater than classify.short_chars (%d), got %d", c.Classify.ShortChars, c.Classify.LongChars)
 	}
+	for i, name := range c.Classify.IgnoreBlocks {
+		if !validTagName(name) {
+			bad(fmt.Sprintf("classify.ignore_blocks[%d]", i), "want a tag name such as \"my-context\" (letters, digits, - _ . :), got %q", name)
+		}
+	}
 	if c.Tools.Timeout <= 0 {
 		bad("tools.timeout", "must be positive")
 	}
@@ -762,3 +771,17 @@ func maskValues(m map[string]string) map[string]string {
 }
 
 func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }
+
+// validTagName reports whether name can name the blocks of
+// classify.ignore_blocks: a tag name, without its brackets.
+func validTagName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,350 @@
+package classify
+
+import (
+	"slices"
+	"strings"
+)
+
+// What agent clients put in user messages beside the user's words, read
+// from their public sources (testdata/agents holds requests built from
+// them, each with its origin). Blocks of these tags are set aside whole,
+// with what they hold.
+var defaultIgnoreBlocks = []string{
+	// Claude Code, Qwen Code, Gemini CLI, Roo Code: context, CLAUDE.md/QWEN.md,
+	// skills, todo state, file changes, put before or after the question.
+	"system-reminder",
+	// Claude Code: a slash command's name and echo, local command output
+	// and the caveat before it, hook output, IDE context.
+	"command-name", "command-message", "local-command-stdout", "local-command-stderr",
+	"local-command-caveat", "user-prompt-submit-hook", "bash-stdout", "bash-stderr",
+	"ide_opened_file", "ide_selection", "new-diagnostics",
+	// Codex CLI (codex-rs protocol.rs and context fragments): its own user
+	// messages before the prompt.
+	"environment_context", "user_instructions", "apps_instructions", "skills_instructions",
+	"plugins_instructions", "collaboration_mode", "turn_aborted", "user_shell_command",
+	"subagent_notification",
+	// Cline and Roo Code: the editor's state after every message, files and
+	// command output behind @-mentions, slash command bodies, hook output,
+	// mode switches, canned instructions.
+	"environment_details", "file_content", "workspace_diagnostics", "git_working_state",
+	"git_commit", "terminal_output", "url_content", "command", "explicit_instructions",
+	"hook_context", "mode_notice",
+	// Cursor-style prompts: what the editor attaches around <user_query>.
+	"user_info", "additional_data", "attached_files", "project_layout", "rules",
+	"cursor_commands", "manually_added_selection", "open_and_recently_viewed_files",
+	// OpenHands: the workspace context it recalls as a user message.
+	"RUNTIME_INFORMATION", "REPOSITORY_INFO", "REPOSITORY_INSTRUCTIONS", "EXTRA_INFO",
+	"CONVERSATION_INSTRUCTIONS",
+}
+
+// Tags around the user's words: the tags go, their text stays and is judged.
+var unwrapBlocks = []string{
+	"task", "user_query", "user_message", "user_input", "user_command", "feedback", "answer",
+	"command-args",
+}
+
+// DefaultIgnoreBlocks returns a copy of the tag names whose blocks are set
+// aside in every user message; classify.ignore_blocks adds to them.
+func DefaultIgnoreBlocks() []string { return slices.Clone(defaultIgnoreBlocks) }
+
+// Codex CLI sends a repository's AGENTS.md as a user message of its own,
+// "# AGENTS.md instructions for <dir>" then an <INSTRUCTIONS> block, and
+// recognises it, as this does, by how the whole message starts and ends.
+const (
+	agentsMDStart = "# AGENTS.md instructions for "
+	agentsMDEnd   = "</INSTRUCTIONS>"
+	agentsMDName  = "AGENTS.md"
+)
+
+// toolResultName names, in Aside, a user message that is a client's tool
+// result rather than the user's words: Cline 3 and Roo Code before native
+// tool calls send "[read_file for 'main.go'] Result:" and the result as
+// the next user message.
+const toolResultName = "tool result"
+
+type tagKind uint8
+
+const (
+	setAside tagKind = iota + 1
+	unwrap
+)
+
+// Blocks finds the user's own words in a user message: it sets aside the
+// blocks agent clients inject, unwraps the tags they put around the words,
+// and recognises messages that are wholly the client's. It is immutable
+// after NewBlocks and safe for concurrent use.
+//
+// Only tags that open and close in the message count: an unclosed
+// <system-reminder>, or one a user types in a question, stays text.
+// Matching tags nest; a close tag pairs with the nearest open tag of its
+// name, and open tags it skips stay text. The work is linear in the
+// message: each tag is read once, and the pairing uses a stack whose
+// entries are each pushed and popped at most once.
+type Blocks struct {
+	kinds map[string]tagKind
+}
+
+// NewBlocks returns the Blocks that set aside the default tags and extra
+// (tag names without brackets, as classify.ignore_blocks has them). A name
+// in extra that is one of the unwrapped tags sets it aside instead.
+func NewBlocks(extra []string) *Blocks {
+	b := &Blocks{kinds: map[string]tagKind{}}
+	for _, n := range unwrapBlocks {
+		b.kinds[n] = unwrap
+	}
+	for _, n := range defaultIgnoreBlocks {
+		b.kinds[n] = setAside
+	}
+	for _, n := range extra {
+		if n != "" {
+			b.kinds[n] = setAside
+		}
+	}
+	return b
+}
+
+// Words is the part of a user message that the classifier judges.
+type Words struct {
+	// Text is the user's own words, trimmed: a substring of the message
+	// when the words are in one piece, else the pieces joined by newlines.
+	Text string
+	// Aside says what was set aside, by name in order of first appearance.
+	Aside []Aside
+}
+
+// Aside counts the blocks of one name set aside from a message.
+type Aside struct {
+	// Name is the tag name ("system-reminder"), "AGENTS.md" for Codex's
+	// instructions message, or "tool result".
+	Name string
+	// Count is how many blocks, Bytes how many bytes with their tags.
+	Count, Bytes int
+}
+
+// tag is one open or close tag of a known name found in a message.
+type tag struct {
+	start, end int // the tag's bytes
+	name       string
+	close      bool
+}
+
+type nameCount struct {
+	name string
+	n    int
+}
+
+// pair is a matched open and close tag.
+type pair struct {
+	open, close tag
+}
+
+// Words returns the user's words in content, one user message.
+func (b *Blocks) Words(content string) Words {
+	s := strings.TrimSpace(content)
+	if strings.HasPrefix(s, agentsMDStart) && strings.HasSuffix(s, agentsMDEnd) {
+		return Words{Aside: []Aside{{Name: agentsMDName, Count: 1, Bytes: len(content)}}}
+	}
+	if isToolResult(s) {
+		return Words{Aside: []Aside{{Name: toolResultName, Count: 1, Bytes: len(content)}}}
+	}
+	if strings.IndexByte(s, '<') < 0 {
+		return Words{Text: s}
+	}
+	var pairBuf [16]pair
+	pairs := b.pair(content, pairBuf[:0])
+	if len(pairs) == 0 {
+		return Words{Text: s}
+	}
+	return b.cut(content, pairs)
+}
+
+// isToolResult reports whether s starts as Cline's and Roo Code's tool
+// results do: "[name]" or "[name for 'arg']", then " Result:" ending the
+// first line.
+func isToolResult(s string) bool {
+	if len(s) < len("[x] Result:") || s[0] != '[' {
+		return false
+	}
+	line := s
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		line = s[:i]
+	}
+	line = strings.TrimRight(line, " \r")
+	rest, ok := strings.CutSuffix(line, "] Result:")
+	return ok && len(rest) > 1 && !strings.ContainsAny(rest[1:], "[]")
+}
+
+// pair reads the tags of known names in s and returns the matched pairs in
+// the order their close tags come.
+func (b *Blocks) pair(s string, pairs []pair) []pair {
+	var stackBuf [16]tag
+	stack := stackBuf[:0]
+	// open counts the open tags of each name on the stack, so that a close
+	// tag with no open tag costs no search of the stack. Names are few (the
+	// configured ones at most), so a list does.
+	var openBuf [8]nameCount
+	open := openBuf[:0]
+	count := func(name string) *int {
+		for i := range open {
+			if open[i].name == name {
+				return &open[i].n
+			}
+		}
+		open = append(open, nameCount{name: name})
+		return &open[len(open)-1].n
+	}
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '<')
+		if j < 0 {
+			break
+		}
+		i += j
+		t, ok := b.readTag(s, i)
+		if !ok {
+			i++
+			continue
+		}
+		i = t.end
+		if !t.close {
+			if t.end-t.start >= 2 && s[t.end-2] == '/' {
+				// <name/>: an empty block, its own pair.
+				pairs = append(pairs, pair{open: t, close: tag{start: t.end, end: t.end, name: t.name, close: true}})
+				continue
+			}
+			stack = append(stack, t)
+			*count(t.name)++
+			continue
+		}
+		if *count(t.name) == 0 {
+			continue // a close tag with no open tag stays text
+		}
+		// Pop to the nearest open tag of this name; the open tags above it
+		// are unclosed and stay text.
+		for {
+			top := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			*count(top.name)--
+			if top.name == t.name {
+				pairs = append(pairs, pair{open: top, close: t})
+				break
+			}
+		}
+	}
+	return pairs
+}
+
+// maxTagLen bounds how far a tag's attributes are read, so that a '<'
+// followed by a long text without '>' costs a bounded look.
+const maxTagLen = 512
+
+// readTag reads the tag at s[i] == '<' when its name is known: <name>,
+// <name attr="…">, <name/> or </name>.
+func (b *Blocks) readTag(s string, i int) (tag, bool) {
+	j := i + 1
+	closing := j < len(s) && s[j] == '/'
+	if closing {
+		j++
+	}
+	k := j
+	for k < len(s) && isNameByte(s[k]) {
+		k++
+	}
+	if k == j || k >= len(s) {
+		return tag{}, false
+	}
+	name := s[j:k]
+	if b.kinds[name] == 0 {
+		return tag{}, false
+	}
+	switch c := s[k]; {
+	case c == '>':
+		return tag{start: i, end: k + 1, name: name, close: closing}, true
+	case closing:
+		return tag{}, false
+	case c == '/' && k+1 < len(s) && s[k+1] == '>':
+		return tag{start: i, end: k + 2, name: name}, true
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		limit := min(len(s), i+maxTagLen)
+		for m := k + 1; m < limit; m++ {
+			switch s[m] {
+			case '>':
+				return tag{start: i, end: m + 1, name: name}, true
+			case '<':
+				return tag{}, false
+			}
+		}
+	}
+	return tag{}, false
+}
+
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':'
+}
+
+// span is a range of bytes to cut; aside names the block it sets aside,
+// "" for an unwrapped tag.
+type span struct {
+	start, end int
+	aside      string
+}
+
+// cut removes the matched blocks and the unwrapped tags from s.
+func (b *Blocks) cut(s string, pairs []pair) Words {
+	var spanBuf [32]span
+	spans := spanBuf[:0]
+	for _, p := range pairs {
+		if b.kinds[p.open.name] == setAside {
+			spans = append(spans, span{start: p.open.start, end: p.close.end, aside: p.open.name})
+			continue
+		}
+		spans = append(spans, span{start: p.open.start, end: p.open.end}, span{start: p.close.start, end: p.close.end})
+	}
+	// Pairs are nested or apart, never crossing (the stack sees to it), so
+	// after sorting by start, outer spans first, a span that starts before
+	// the end of the last one kept lies inside it.
+	slices.SortFunc(spans, func(x, y span) int {
+		if x.start != y.start {
+			return x.start - y.start
+		}
+		return y.end - x.end
+	})
+	var w Words
+	var pieceBuf [8]string
+	pieces := pieceBuf[:0]
+	keep := func(p string) {
+		if p = strings.TrimSpace(p); p != "" {
+			pieces = append(pieces, p)
+		}
+	}
+	at := 0
+	for _, sp := range spans {
+		if sp.start < at {
+			continue
+		}
+		keep(s[at:sp.start])
+		at = sp.end
+		if sp.aside != "" {
+			w.add(sp.aside, sp.end-sp.start)
+		}
+	}
+	keep(s[at:])
+	switch len(pieces) {
+	case 0:
+	case 1:
+		w.Text = pieces[0]
+	default:
+		w.Text = strings.Join(pieces, "\n")
+	}
+	return w
+}
+
+func (w *Words) add(name string, bytes int) {
+	for i := range w.Aside {
+		if w.Aside[i].Name == name {
+			w.Aside[i].Count++
+			w.Aside[i].Bytes += bytes
+			return
+		}
+	}
+	w.Aside = append(w.Aside, Aside{Name: name, Count: 1, Bytes: bytes})
+}
