@@ -47,12 +47,13 @@ var unwrapBlocks = []string{
 // aside in every user message; classify.ignore_blocks adds to them.
 func DefaultIgnoreBlocks() []string { return slices.Clone(defaultIgnoreBlocks) }
 
-// Codex CLI sends a repository's AGENTS.md as a user message of its own,
-// "# AGENTS.md instructions for <dir>" then an <INSTRUCTIONS> block, and
-// recognises it, as this does, by how the whole message starts and ends.
+// Codex CLI sends a repository's AGENTS.md in a user message before the
+// prompt: the heading "# AGENTS.md instructions for <dir>", then the file
+// in an <INSTRUCTIONS> block. Both are set aside together; an
+// <INSTRUCTIONS> block without the heading is the user's.
 const (
 	agentsMDStart = "# AGENTS.md instructions for "
-	agentsMDEnd   = "</INSTRUCTIONS>"
+	agentsMDTag   = "INSTRUCTIONS"
 	agentsMDName  = "AGENTS.md"
 )
 
@@ -67,6 +68,7 @@ type tagKind uint8
 const (
 	setAside tagKind = iota + 1
 	unwrap
+	agentsMD // <INSTRUCTIONS>, set aside only under Codex's heading
 )
 
 // Blocks finds the user's own words in a user message: it sets aside the
@@ -95,6 +97,7 @@ func NewBlocks(extra []string) *Blocks {
 	for _, n := range defaultIgnoreBlocks {
 		b.kinds[n] = setAside
 	}
+	b.kinds[agentsMDTag] = agentsMD
 	for _, n := range extra {
 		if n != "" {
 			b.kinds[n] = setAside
@@ -110,6 +113,11 @@ type Words struct {
 	Text string
 	// Aside says what was set aside, by name in order of first appearance.
 	Aside []Aside
+	// Wrapper names the tag the words were found in ("user_query"), when
+	// they were wrapped, and Around counts the bytes of text (not white
+	// space) around the wrappers, set aside with the blocks.
+	Wrapper string
+	Around  int
 }
 
 // Aside counts the blocks of one name set aside from a message.
@@ -141,9 +149,6 @@ type pair struct {
 // Words returns the user's words in content, one user message.
 func (b *Blocks) Words(content string) Words {
 	s := strings.TrimSpace(content)
-	if strings.HasPrefix(s, agentsMDStart) && strings.HasSuffix(s, agentsMDEnd) {
-		return Words{Aside: []Aside{{Name: agentsMDName, Count: 1, Bytes: len(content)}}}
-	}
 	if isToolResult(s) {
 		return Words{Aside: []Aside{{Name: toolResultName, Count: 1, Bytes: len(content)}}}
 	}
@@ -281,61 +286,149 @@ func isNameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':'
 }
 
-// span is a range of bytes to cut; aside names the block it sets aside,
-// "" for an unwrapped tag.
+// span is a range of bytes of a message: a block to set aside (aside is
+// its name), an unwrapped tag to cut, or the whole of a wrapper pair.
 type span struct {
 	start, end int
 	aside      string
+	wrapper    string
 }
 
-// cut removes the matched blocks and the unwrapped tags from s.
+// agentsMDLookBack bounds how far before an <INSTRUCTIONS> block its
+// heading line is looked for.
+const agentsMDLookBack = 1024
+
+// agentsMDHeading returns where the heading "# AGENTS.md instructions for
+// <dir>" starts when it is the line just before pos, with only white space
+// between them.
+func agentsMDHeading(s string, pos int) (int, bool) {
+	from := max(0, pos-agentsMDLookBack)
+	h := strings.LastIndex(s[from:pos], agentsMDStart)
+	if h < 0 {
+		return 0, false
+	}
+	h += from
+	nl := strings.IndexByte(s[h:pos], '\n')
+	if nl < 0 || strings.TrimSpace(s[h+nl:pos]) != "" {
+		return 0, false
+	}
+	return h, true
+}
+
+// cut removes the matched blocks and the unwrapped tags from s. When the
+// words are wrapped (<user_query>, <task>, …), the client has said where
+// they are: only the text inside the wrappers is kept, and what is around
+// them is set aside too, so that context a client adds under tags nobody
+// listed does not count either.
 func (b *Blocks) cut(s string, pairs []pair) Words {
 	var spanBuf [32]span
 	spans := spanBuf[:0]
 	for _, p := range pairs {
-		if b.kinds[p.open.name] == setAside {
+		switch b.kinds[p.open.name] {
+		case setAside:
 			spans = append(spans, span{start: p.open.start, end: p.close.end, aside: p.open.name})
-			continue
+		case agentsMD:
+			if h, ok := agentsMDHeading(s, p.open.start); ok {
+				spans = append(spans, span{start: h, end: p.close.end, aside: agentsMDName})
+			}
+		case unwrap:
+			spans = append(spans,
+				span{start: p.open.start, end: p.open.end},
+				span{start: p.close.start, end: p.close.end},
+				span{start: p.open.start, end: p.close.end, wrapper: p.open.name})
 		}
-		spans = append(spans, span{start: p.open.start, end: p.open.end}, span{start: p.close.start, end: p.close.end})
 	}
 	// Pairs are nested or apart, never crossing (the stack sees to it), so
 	// after sorting by start, outer spans first, a span that starts before
-	// the end of the last one kept lies inside it.
+	// the end of the last one kept lies inside it. A wrapper sorts before
+	// its own open tag.
 	slices.SortFunc(spans, func(x, y span) int {
 		if x.start != y.start {
 			return x.start - y.start
 		}
-		return y.end - x.end
+		if x.end != y.end {
+			return y.end - x.end
+		}
+		return len(y.wrapper) - len(x.wrapper)
 	})
 	var w Words
-	var pieceBuf [8]string
-	pieces := pieceBuf[:0]
-	keep := func(p string) {
-		if p = strings.TrimSpace(p); p != "" {
-			pieces = append(pieces, p)
-		}
-	}
-	at := 0
+	// Pieces of kept text, as ranges, and the outermost wrappers not set
+	// aside, both in order.
+	var pieceBuf, wrapBuf [8][2]int
+	pieces, wraps := pieceBuf[:0], wrapBuf[:0]
+	at := 0   // end of the last span cut
+	wEnd := 0 // end of the last wrapper kept
 	for _, sp := range spans {
+		if sp.wrapper != "" {
+			if sp.start >= at && sp.start >= wEnd {
+				wraps = append(wraps, [2]int{sp.start, sp.end})
+				wEnd = sp.end
+				if w.Wrapper == "" {
+					w.Wrapper = sp.wrapper
+				}
+			}
+			continue
+		}
 		if sp.start < at {
 			continue
 		}
-		keep(s[at:sp.start])
+		pieces = append(pieces, [2]int{at, sp.start})
 		at = sp.end
 		if sp.aside != "" {
 			w.add(sp.aside, sp.end-sp.start)
 		}
 	}
-	keep(s[at:])
-	switch len(pieces) {
+	pieces = append(pieces, [2]int{at, len(s)})
+	if len(wraps) > 0 {
+		pieces, w.Around = clip(s, pieces, wraps)
+	}
+	var textBuf [8]string
+	texts := textBuf[:0]
+	for _, p := range pieces {
+		if t := strings.TrimSpace(s[p[0]:p[1]]); t != "" {
+			texts = append(texts, t)
+		}
+	}
+	switch len(texts) {
 	case 0:
 	case 1:
-		w.Text = pieces[0]
+		w.Text = texts[0]
 	default:
-		w.Text = strings.Join(pieces, "\n")
+		w.Text = strings.Join(texts, "\n")
 	}
 	return w
+}
+
+// clip keeps of pieces what lies inside wraps (both sorted and apart) and
+// returns it with the count of non-blank bytes left out.
+func clip(s string, pieces, wraps [][2]int) ([][2]int, int) {
+	out := pieces[:0:0]
+	around := 0
+	k := 0
+	for _, p := range pieces {
+		a := p[0]
+		for a < p[1] {
+			for k < len(wraps) && wraps[k][1] <= a {
+				k++
+			}
+			if k == len(wraps) || wraps[k][0] >= p[1] {
+				around += nonBlank(s[a:p[1]])
+				break
+			}
+			if wraps[k][0] > a {
+				around += nonBlank(s[a:wraps[k][0]])
+				a = wraps[k][0]
+			}
+			end := min(p[1], wraps[k][1])
+			out = append(out, [2]int{a, end})
+			a = end
+		}
+	}
+	return out, around
+}
+
+func nonBlank(s string) int {
+	return len(strings.TrimSpace(s))
 }
 
 func (w *Words) add(name string, bytes int) {

@@ -260,7 +260,7 @@ func (c *Classifier) Classify(user iter.Seq[string], category string) Decision {
 	if cat >= 0 {
 		n++
 	}
-	about := 1 + len(j.Aside)
+	about := 2 + len(j.Aside)
 	if j.Skipped > 0 {
 		about++
 	}

@@ -26,14 +26,14 @@ func simple(reasons []string) Decision { return Decision{Mode: ModeSimple, Reaso
 func one(message string) iter.Seq[string] { return slices.Values([]string{message}) }
 
 // judged is the reason that quotes message, written the obvious way: white
-// space runs as one space, the first 80 runes, "…" when cut.
+// space runs as one space, the first 80 runes, "…" when cut (after a word).
 func judged(message string) string {
 	words := strings.Join(strings.Fields(message), " ")
 	if words == "" {
 		return "no words of the user's to judge"
 	}
 	if r := []rune(words); len(r) > 80 {
-		words = string(r[:80]) + "…"
+		words = strings.TrimRight(string(r[:80]), " ") + "…"
 	}
 	return `text judged: "` + words + `"`
 }

@@ -65,6 +65,14 @@ func (j *Judged) reasons(r []string) []string {
 	for _, a := range j.Aside {
 		r = append(r, asideReason(a))
 	}
+	if j.Around > 0 {
+		b := make([]byte, 0, 64)
+		b = append(b, "ignored "...)
+		b = appendSize(b, j.Around)
+		b = append(b, " of text around <"...)
+		b = append(b, j.Wrapper...)
+		r = append(r, string(append(b, '>')))
+	}
 	if j.Skipped > 0 {
 		b := make([]byte, 0, 96)
 		b = append(b, "skipped "...)
@@ -105,12 +113,12 @@ func quote(text string) string {
 			break
 		}
 		if space && n > 0 {
-			b = append(b, ' ')
-			n++
-			if n == quoteRunes {
+			if n+1 == quoteRunes {
 				b = append(b, "…"...)
 				break
 			}
+			b = append(b, ' ')
+			n++
 		}
 		space = false
 		b = utf8.AppendRune(b, r)
