@@ -164,19 +164,30 @@ func (b *Blocks) Words(content string) Words {
 }
 
 // isToolResult reports whether s starts as Cline's and Roo Code's tool
-// results do: "[name]" or "[name for 'arg']", then " Result:" ending the
-// first line.
+// results do: "[name] Result:" or "[name for 'arg'] Result:". Whatever
+// follows is the result: the client sends the header as a content part of
+// its own, which the flattened message joins to the result.
 func isToolResult(s string) bool {
 	if len(s) < len("[x] Result:") || s[0] != '[' {
 		return false
 	}
-	line := s
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		line = s[:i]
+	i := 1
+	for i < len(s) && (s[i] >= 'a' && s[i] <= 'z' || s[i] >= 'A' && s[i] <= 'Z' || s[i] >= '0' && s[i] <= '9' || s[i] == '_' || s[i] == '-') {
+		i++
 	}
-	line = strings.TrimRight(line, " \r")
-	rest, ok := strings.CutSuffix(line, "] Result:")
-	return ok && len(rest) > 1 && !strings.ContainsAny(rest[1:], "[]")
+	if i == 1 {
+		return false
+	}
+	rest := s[i:]
+	if arg, ok := strings.CutPrefix(rest, " for '"); ok {
+		// The argument ends at the first "'] Result:" of its line.
+		line := arg
+		if nl := strings.IndexByte(arg, '\n'); nl >= 0 {
+			line = arg[:nl]
+		}
+		return strings.Contains(line, "'] Result:")
+	}
+	return strings.HasPrefix(rest, "] Result:")
 }
 
 // pair reads the tags of known names in s and returns the matched pairs in

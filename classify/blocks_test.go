@@ -65,6 +65,9 @@ func TestWords(t *testing.T) {
 		{"Cline 3 tool result", "[read_file for 'main.go'] Result:\npackage main\n" + env, Words{Aside: []Aside{aside("tool result", 1, 47+len(env))}}},
 		{"tool result without argument", "[attempt_completion] Result:\n\nThe user has provided feedback on the results.\n<feedback>\nuse Go\n</feedback>",
 			Words{Aside: []Aside{aside("tool result", 1, 106)}}},
+		{"tool result header joined to the result", "[read_file for 'main.go'] Result:package main", Words{Aside: []Aside{aside("tool result", 1, 45)}}},
+		{"tool result argument with brackets", "[execute_command for 'ls [a]'] Result:\nok", Words{Aside: []Aside{aside("tool result", 1, 41)}}},
+		{"a question about a tool result", "[read_file for 'x'] Why did it fail?", Words{Text: "[read_file for 'x'] Why did it fail?"}},
 		{"brackets that are no tool result", "[x] Results: fine", Words{Text: "[x] Results: fine"}},
 		{"markdown checkbox", "[ ] Result: todo", Words{Text: "[ ] Result: todo"}},
 	}
