@@ -216,10 +216,6 @@ func format(parts ...any) string {
 	return string(b)
 }
 
-// Blocks returns what the classifier sets aside in user messages, for
-// whoever must read the same words (the demo's scripted models).
-func (c *Classifier) Blocks() *Blocks { return c.blocks }
-
 // Classify decides the mode of a request from its user messages, given
 // newest first, and its route category ("" when the client sent none).
 //
