@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -286,15 +285,19 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	return d.Mode, d.Reasons
 }
 
-// UserTexts yields the contents of the user messages of msgs, newest
-// first: what the classifier judges, and nothing else of the request.
-func UserTexts(msgs []Message) iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for i := len(msgs) - 1; i >= 0; i-- {
-			if msgs[i].Role == "user" && !yield(msgs[i].Content) {
-				return
+// UserTexts returns a function that returns the contents of the user
+// messages of msgs, newest first, then false: what the classifier judges,
+// and nothing else of the request.
+func UserTexts(msgs []Message) func() (string, bool) {
+	i := len(msgs)
+	return func() (string, bool) {
+		for i > 0 {
+			i--
+			if msgs[i].Role == "user" {
+				return msgs[i].Content, true
 			}
 		}
+		return "", false
 	}
 }
 

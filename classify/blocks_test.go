@@ -2,7 +2,6 @@ package classify
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -122,7 +121,7 @@ func TestJudge(t *testing.T) {
 	b := NewBlocks(nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := b.Judge(slices.Values(tt.user))
+			got := b.Judge(newestFirst(tt.user...))
 			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Judge(%q) mismatch (-want +got):\n%s", tt.user, diff)
 			}
@@ -153,7 +152,7 @@ func TestClassifyReasonsSayWhatWasJudged(t *testing.T) {
 	c := New(config.Classify{}, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := c.Classify(slices.Values(tt.user), "")
+			got := c.Classify(newestFirst(tt.user...), "")
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Classify(%q) mismatch (-want +got):\n%s", tt.user, diff)
 			}
@@ -373,15 +372,37 @@ func BenchmarkClassifyAgent40KB(b *testing.B) {
 	} {
 		msg := agent40KB(q.text)
 		user := []string{msg}
-		if d := c.Classify(slices.Values(user), ""); d.Mode != q.mode {
+		if d := c.Classify(newestFirst(user...), ""); d.Mode != q.mode {
 			b.Fatalf("Classify(40 KB agent message, %q) = %+v, want %s", q.text, d, q.mode)
 		}
 		b.Run(q.name, func(b *testing.B) {
 			b.SetBytes(int64(len(msg)))
 			b.ReportAllocs()
 			for b.Loop() {
-				c.Classify(slices.Values(user), "")
+				c.Classify(newestFirst(user...), "")
 			}
 		})
+	}
+}
+
+// TestClassifyAgentAllocs bounds what classification allocates on every
+// request of an agent client (40 KB of injected context): the reasons,
+// the quote, the list of what was set aside and its reason. Allocations are
+// counted, not timed; BenchmarkClassifyAgent40KB has the time.
+func TestClassifyAgentAllocs(t *testing.T) {
+	c := New(config.Classify{}, serverTools)
+	msg := agent40KB("What is 2+2?")
+	n := testing.AllocsPerRun(50, func() {
+		done := false
+		c.Classify(func() (string, bool) {
+			if done {
+				return "", false
+			}
+			done = true
+			return msg, true
+		}, "")
+	})
+	if n > 4 {
+		t.Errorf("Classify(40 KB agent message) allocates %v times, want at most 4", n)
 	}
 }

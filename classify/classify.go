@@ -27,7 +27,6 @@
 package classify
 
 import (
-	"iter"
 	"slices"
 	"strconv"
 	"strings"
@@ -216,8 +215,9 @@ func format(parts ...any) string {
 	return string(b)
 }
 
-// Classify decides the mode of a request from its user messages, given
-// newest first, and its route category ("" when the client sent none).
+// Classify decides the mode of a request from its user messages, which
+// next returns newest first (and false after the oldest), and its route
+// category ("" when the client sent none).
 //
 // It judges the words of the newest user message that has words of the
 // user's (see Blocks.Judge). Reflexive when any of: the message has at least long runes; it is
@@ -227,8 +227,8 @@ func format(parts ...any) string {
 // whether the message is short or between the thresholds. A category that
 // is neither "simple" nor reflexive is ignored. The reasons of the verdict
 // come first, then the words judged and what was set aside.
-func (c *Classifier) Classify(user iter.Seq[string], category string) Decision {
-	j := c.blocks.Judge(user)
+func (c *Classifier) Classify(next func() (string, bool), category string) Decision {
+	j := c.blocks.Judge(next)
 	var hitBuf [16]int32
 	st, hits := c.scan(j.Text, hitBuf[:0])
 

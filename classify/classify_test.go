@@ -2,7 +2,6 @@ package classify
 
 import (
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -23,7 +22,19 @@ func mid(n int) []string   { return []string{fmt.Sprintf("no complex signal (50 
 func simple(reasons []string) Decision { return Decision{Mode: ModeSimple, Reasons: reasons} }
 
 // one is a request with one user message.
-func one(message string) iter.Seq[string] { return slices.Values([]string{message}) }
+func one(message string) func() (string, bool) { return newestFirst(message) }
+
+// newestFirst is a request with these user messages, the newest first.
+func newestFirst(user ...string) func() (string, bool) {
+	return func() (string, bool) {
+		if len(user) == 0 {
+			return "", false
+		}
+		u := user[0]
+		user = user[1:]
+		return u, true
+	}
+}
 
 // judged is the reason that quotes message, written the obvious way: white
 // space runs as one space, the first 80 runes, "…" when cut (after a word).

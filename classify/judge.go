@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"iter"
 	"strconv"
 	"unicode/utf8"
 )
@@ -17,16 +16,24 @@ type Judged struct {
 	SkippedAside []Aside
 }
 
-// Judge finds the words to judge in the user messages of a request, given
-// newest first: those of the first message that has words of the user's
-// once blocks are set aside. A message that held only blocks is passed
+// Judge finds the words to judge in the user messages of a request, which
+// next returns newest first (and false after the oldest): those of the
+// first message that has words of the user's once blocks are set aside. A message that held only blocks is passed
 // over for the one before it, so every request of an agent turn (whose
 // follow-ups add tool results and injected context, never the user's
 // words) is judged on the words that started it. An empty message, with
 // nothing set aside, is judged as it is.
-func (b *Blocks) Judge(user iter.Seq[string]) Judged {
+//
+// next is a function rather than an iter.Seq because the loop body of a
+// range over an unknown function escapes, with the variables it shares: a
+// few allocations on every request.
+func (b *Blocks) Judge(next func() (string, bool)) Judged {
 	var j Judged
-	for content := range user {
+	for {
+		content, ok := next()
+		if !ok {
+			return j
+		}
 		w := b.Words(content)
 		if w.Text != "" || len(w.Aside) == 0 {
 			j.Words = w
@@ -37,7 +44,6 @@ func (b *Blocks) Judge(user iter.Seq[string]) Judged {
 			j.SkippedAside = addAside(j.SkippedAside, a)
 		}
 	}
-	return j
 }
 
 func addAside(list []Aside, a Aside) []Aside {
