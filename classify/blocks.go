@@ -57,6 +57,19 @@ const (
 	agentsMDName  = "AGENTS.md"
 )
 
+// Aider (aider/coders/*_prompts.py) appends its edit format's rules to the
+// user's last message, after a blank line, when the model is set to
+// reminder: user, its default. The rules start with one of these lines;
+// from there to the end the message is Aider's.
+var aiderRules = []string{
+	"# *SEARCH/REPLACE block* Rules:", // editblock, editblock-fenced
+	"# File editing rules:",           // udiff
+	"# V4A Diff Format Rules:",        // patch
+	"To suggest changes to a file you MUST return the entire content of the updated file.", // whole
+}
+
+const aiderName = "Aider's rules"
+
 // toolResultName names, in Aside, a user message that is a client's tool
 // result rather than the user's words: Cline 3 and Roo Code before native
 // tool calls send "[read_file for 'main.go'] Result:" and the result as
@@ -152,15 +165,46 @@ func (b *Blocks) Words(content string) Words {
 	if isToolResult(s) {
 		return Words{Aside: []Aside{{Name: toolResultName, Count: 1, Bytes: len(content)}}}
 	}
+	var aider Aside
+	if i := aiderRulesAt(s); i >= 0 {
+		aider = Aside{Name: aiderName, Count: 1, Bytes: len(s) - i}
+		s = strings.TrimSpace(s[:i])
+	}
+	w := b.words(s)
+	if aider.Count > 0 {
+		w.Aside = append(w.Aside, aider)
+	}
+	return w
+}
+
+// aiderRulesAt returns where Aider's rules start in s, or -1.
+func aiderRulesAt(s string) int {
+	for i := 0; ; {
+		j := strings.Index(s[i:], "\n\n")
+		if j < 0 {
+			return -1
+		}
+		i += j + 2
+		rest := strings.TrimLeft(s[i:], "\n")
+		for _, r := range aiderRules {
+			if strings.HasPrefix(rest, r) {
+				return i - 2
+			}
+		}
+	}
+}
+
+// words finds the words of s, trimmed and with no tool result header.
+func (b *Blocks) words(s string) Words {
 	if strings.IndexByte(s, '<') < 0 {
 		return Words{Text: s}
 	}
 	var pairBuf [16]pair
-	pairs := b.pair(content, pairBuf[:0])
+	pairs := b.pair(s, pairBuf[:0])
 	if len(pairs) == 0 {
 		return Words{Text: s}
 	}
-	return b.cut(content, pairs)
+	return b.cut(s, pairs)
 }
 
 // isToolResult reports whether s starts as Cline's and Roo Code's tool

@@ -67,6 +67,10 @@ func TestWords(t *testing.T) {
 		{"tool result header joined to the result", "[read_file for 'main.go'] Result:package main", Words{Aside: []Aside{aside("tool result", 1, 45)}}},
 		{"tool result argument with brackets", "[execute_command for 'ls [a]'] Result:\nok", Words{Aside: []Aside{aside("tool result", 1, 41)}}},
 		{"a question about a tool result", "[read_file for 'x'] Why did it fail?", Words{Text: "[read_file for 'x'] Why did it fail?"}},
+		{"Aider's rules after the question", "Explain the cache\n\n# *SEARCH/REPLACE block* Rules:\n\nEvery *SEARCH/REPLACE block* must use this format:\n1. a\n2. b",
+			Words{Text: "Explain the cache", Aside: []Aside{aside("Aider's rules", 1, 95)}}},
+		{"Aider's fenced rules", "Why?\n\n\n# *SEARCH/REPLACE block* Rules:\nx", Words{Text: "Why?", Aside: []Aside{aside("Aider's rules", 1, 36)}}},
+		{"a rules heading of the user's own", "# File editing rules: what are they?", Words{Text: "# File editing rules: what are they?"}},
 		{"brackets that are no tool result", "[x] Results: fine", Words{Text: "[x] Results: fine"}},
 		{"markdown checkbox", "[ ] Result: todo", Words{Text: "[ ] Result: todo"}},
 	}
@@ -192,8 +196,8 @@ func TestAppendSize(t *testing.T) {
 // referenceWords is the stripper written the slow, obvious way, for the
 // fuzzer: repeatedly find a matched pair with no known tag between its
 // tags (an innermost one), and replace it; what is left of the known tags
-// after that stays text. It ignores wrappers' surroundings, AGENTS.md and
-// tool results: the fuzzer gives it messages without wrappers.
+// after that stays text. It knows nothing of wrappers, AGENTS.md, Aider's
+// rules and tool results: the fuzzer gives it messages without them.
 func referenceWords(b *Blocks, s string) string {
 	type tok struct {
 		start, end int
@@ -277,7 +281,7 @@ func FuzzWords(f *testing.F) {
 		}
 		// Without wrappers, AGENTS.md and tool results, the words are what
 		// the slow reference leaves, up to how pieces are joined.
-		if strings.Contains(s, "AGENTS.md") || strings.HasPrefix(strings.TrimSpace(s), "[") {
+		if strings.Contains(s, "AGENTS.md") || strings.HasPrefix(strings.TrimSpace(s), "[") || aiderRulesAt(s) >= 0 {
 			return
 		}
 		for _, name := range unwrapBlocks {

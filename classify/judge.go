@@ -160,7 +160,7 @@ func asideReason(a Aside) string {
 // appendAsideName writes a tag name in its brackets; the names of whole
 // messages ("AGENTS.md", "tool result") as they are.
 func appendAsideName(b []byte, name string) []byte {
-	if name == agentsMDName || name == toolResultName {
+	if name == agentsMDName || name == toolResultName || name == aiderName {
 		return append(b, name...)
 	}
 	b = append(b, '<')

@@ -15,7 +15,7 @@ import (
 
 // The requests in testdata/agents are what agent clients send (captured
 // from Qwen Code and Codex CLI, built from the public sources of Claude
-// Code, Cline, Roo Code and Cursor's prompt; testdata/agents/README.md
+// Code, Cline, Roo Code, Aider and Cursor's prompt; testdata/agents/README.md
 // says where each comes from). Each asks a trivial and an analytical
 // question inside the client's scaffolding.
 const (
@@ -124,6 +124,11 @@ func TestAgentClientsClassified(t *testing.T) {
 		// Roo Code: <user_message> and <environment_details>.
 		{"roo-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <environment_details> block, 530 B"}},
 		{"roo-code-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <environment_details> block, 530 B"}},
+		// Aider (reminder: user, its default): its edit rules after the
+		// question, no tags; the repository map and files are earlier
+		// user messages.
+		{"aider-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
+		{"aider-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},
