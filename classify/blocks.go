@@ -14,10 +14,11 @@ var defaultIgnoreBlocks = []string{
 	// skills, todo state, file changes, put before or after the question.
 	"system-reminder",
 	// Claude Code: a slash command's name and echo, local command output
-	// and the caveat before it, hook output, IDE context.
+	// and the caveat before it, a "! command" and its output, hook output,
+	// subagent notices, IDE context.
 	"command-name", "command-message", "local-command-stdout", "local-command-stderr",
-	"local-command-caveat", "user-prompt-submit-hook", "bash-stdout", "bash-stderr",
-	"ide_opened_file", "ide_selection", "new-diagnostics",
+	"local-command-caveat", "user-prompt-submit-hook", "bash-input", "bash-stdout", "bash-stderr",
+	"task-notification", "ide_opened_file", "ide_selection", "new-diagnostics",
 	// Codex CLI (codex-rs protocol.rs and context fragments): its own user
 	// messages before the prompt.
 	"environment_context", "user_instructions", "apps_instructions", "skills_instructions",
