@@ -98,6 +98,9 @@ const (
 // entries are each pushed and popped at most once.
 type Blocks struct {
 	kinds map[string]tagKind
+	// first[c] says that a known name starts with c: most '<' in a
+	// message (code, HTML) are turned down without a map lookup.
+	first [256]bool
 }
 
 // NewBlocks returns the Blocks that set aside the default tags and extra
@@ -112,6 +115,9 @@ func NewBlocks(extra []string) *Blocks {
 		b.kinds[n] = setAside
 	}
 	b.kinds[agentsMDTag] = agentsMD
+	for n := range b.kinds {
+		b.first[n[0]] = true
+	}
 	for _, n := range extra {
 		if n != "" {
 			b.kinds[n] = setAside
@@ -178,9 +184,13 @@ func (b *Blocks) Words(content string) Words {
 	return w
 }
 
+// aiderTail bounds how far from the end of a message Aider's rules are
+// looked for: they end it, and the longest is under 3 KB.
+const aiderTail = 8 << 10
+
 // aiderRulesAt returns where Aider's rules start in s, or -1.
 func aiderRulesAt(s string) int {
-	for i := 0; ; {
+	for i := max(0, len(s)-aiderTail); ; {
 		j := strings.Index(s[i:], "\n\n")
 		if j < 0 {
 			return -1
@@ -235,9 +245,16 @@ func isToolResult(s string) bool {
 	return strings.HasPrefix(rest, "] Result:")
 }
 
+// maxTags bounds the tags of known names read in one message. Agent
+// clients send tens; a message made of tags (a 10 MB body of
+// "<task><system-reminder>") would otherwise cost memory for each. Past
+// the bound, the rest of the message is text.
+const maxTags = 1024
+
 // pair reads the tags of known names in s and returns the matched pairs in
 // the order their close tags come.
 func (b *Blocks) pair(s string, pairs []pair) []pair {
+	tags := 0
 	var stackBuf [16]tag
 	stack := stackBuf[:0]
 	// open counts the open tags of each name on the stack, so that a close
@@ -264,6 +281,9 @@ func (b *Blocks) pair(s string, pairs []pair) []pair {
 		if !ok {
 			i++
 			continue
+		}
+		if tags++; tags > maxTags {
+			break
 		}
 		i = t.end
 		if !t.close {
@@ -305,6 +325,9 @@ func (b *Blocks) readTag(s string, i int) (tag, bool) {
 	closing := j < len(s) && s[j] == '/'
 	if closing {
 		j++
+	}
+	if j >= len(s) || !b.first[s[j]] {
+		return tag{}, false
 	}
 	k := j
 	for k < len(s) && isNameByte(s[k]) {

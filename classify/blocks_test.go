@@ -85,6 +85,20 @@ func TestWords(t *testing.T) {
 	}
 }
 
+func TestWordsTagBound(t *testing.T) {
+	// Past maxTags tags of known names, the rest is text: the block that
+	// opens at the bound is not set aside.
+	b := NewBlocks(nil)
+	head := strings.Repeat("<system-reminder>x</system-reminder>", maxTags/2)
+	got := b.Words(head + "<system-reminder>late</system-reminder>Q")
+	if want := "<system-reminder>late</system-reminder>Q"; got.Text != want {
+		t.Errorf("Words(%d blocks then one more).Text = %q, want %q", maxTags/2, got.Text, want)
+	}
+	if len(got.Aside) != 1 || got.Aside[0].Count != maxTags/2 {
+		t.Errorf("Words(%d blocks then one more).Aside = %+v, want %d blocks", maxTags/2, got.Aside, maxTags/2)
+	}
+}
+
 func TestWordsIgnoreBlocks(t *testing.T) {
 	b := NewBlocks([]string{"team-context", "task"})
 	got := b.Words("<team-context>on call: Ana</team-context><task>What is 2+2?</task>")
@@ -288,6 +302,9 @@ func FuzzWords(f *testing.F) {
 			if strings.Contains(s, "<"+name) || strings.Contains(s, "</"+name) {
 				return
 			}
+		}
+		if strings.Count(s, "<") > maxTags {
+			return // the reference reads every tag
 		}
 		want := referenceWords(b, s)
 		got := strings.Join(strings.Fields(strings.ReplaceAll(w.Text, "\n", " ")), " ")
