@@ -10,8 +10,8 @@ import (
 // them, each with its origin). Blocks of these tags are set aside whole,
 // with what they hold.
 var defaultIgnoreBlocks = []string{
-	// Claude Code, Qwen Code, Gemini CLI, Roo Code: context, CLAUDE.md/QWEN.md,
-	// skills, todo state, file changes, put before or after the question.
+	// Claude Code, Qwen Code, Roo Code: context, CLAUDE.md/QWEN.md, skills,
+	// todo state, the date, put before or after the question.
 	"system-reminder",
 	// Claude Code: a slash command's name and echo, local command output
 	// and the caveat before it, a "! command" and its output, hook output,
@@ -30,9 +30,12 @@ var defaultIgnoreBlocks = []string{
 	"environment_details", "file_content", "workspace_diagnostics", "git_working_state",
 	"git_commit", "terminal_output", "url_content", "command", "explicit_instructions",
 	"hook_context", "mode_notice",
-	// Cursor-style prompts: what the editor attaches around <user_query>.
+	// Cursor: what the editor attaches around <user_query>, as its
+	// published prompts and the tools that read its transcripts show.
 	"user_info", "additional_data", "attached_files", "project_layout", "rules",
 	"cursor_commands", "manually_added_selection", "open_and_recently_viewed_files",
+	"system_reminder", "git_status", "agent_transcripts", "agent_skills", "mcp_file_system",
+	"image_files",
 	// OpenHands: the workspace context it recalls as a user message.
 	"RUNTIME_INFORMATION", "REPOSITORY_INFO", "REPOSITORY_INSTRUCTIONS", "EXTRA_INFO",
 	"CONVERSATION_INSTRUCTIONS",
@@ -115,13 +118,13 @@ func NewBlocks(extra []string) *Blocks {
 		b.kinds[n] = setAside
 	}
 	b.kinds[agentsMDTag] = agentsMD
-	for n := range b.kinds {
-		b.first[n[0]] = true
-	}
 	for _, n := range extra {
 		if n != "" {
 			b.kinds[n] = setAside
 		}
+	}
+	for n := range b.kinds {
+		b.first[n[0]] = true
 	}
 	return b
 }

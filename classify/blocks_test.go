@@ -106,6 +106,10 @@ func TestWordsIgnoreBlocks(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("Words with ignore_blocks mismatch (-want +got):\n%s", diff)
 	}
+	// A name whose first letter no default name has.
+	if got := NewBlocks([]string{"zed-context"}).Words("<zed-context>x</zed-context>hi"); got.Text != "hi" {
+		t.Errorf("Words with ignore_blocks [zed-context] = %+v, want the block set aside", got)
+	}
 	if got := NewBlocks(nil).Words("<team-context>x</team-context>"); got.Text == "" {
 		t.Errorf("Words without ignore_blocks set aside <team-context>: %+v", got)
 	}
