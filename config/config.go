@@ -135,8 +135,9 @@ type MockScript struct {
 	// (counted as assistant messages after the last user message); the last
 	// turn repeats when the conversation goes further.
 	Turns []MockTurn `yaml:"turns" json:"turns"`
-	// Scenarios replace Turns when the last user message contains When
-	// (case-insensitive); the first match wins.
+	// Scenarios replace Turns when the user's words (as the classifier
+	// reads them: the last user message with words, blocks set aside)
+	// contain When (case-insensitive); the first match wins.
 	Scenarios []MockScenario `yaml:"scenarios" json:"scenarios,omitempty"`
 	// Delay is waited before the first chunk of every call.
 	Delay time.Duration `yaml:"delay" json:"delay,omitempty"`
@@ -158,7 +159,7 @@ type MockScenario struct {
 
 // MockTurn is one scripted model response.
 type MockTurn struct {
-	// Content is the answer text; {user} is replaced by the last user message.
+	// Content is the answer text; {user} is replaced by the user's words.
 	Content string `yaml:"content" json:"content,omitempty"`
 	// Reasoning is hidden thinking the model emits before its content.
 	Reasoning string `yaml:"reasoning" json:"reasoning,omitempty"`
@@ -207,9 +208,9 @@ type Stage struct {
 
 // Classify tunes the simple/reflexive classifier.
 type Classify struct {
-	// ShortChars: a last user message shorter than this is short.
+	// ShortChars: the user's words shorter than this are short.
 	ShortChars int `yaml:"short_chars" json:"short_chars"`
-	// LongChars: a last user message at least this long is reflexive.
+	// LongChars: the user's words at least this long are reflexive.
 	LongChars int `yaml:"long_chars" json:"long_chars"`
 	// Keywords replace the default complex keywords when set.
 	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
