@@ -398,10 +398,12 @@ func agentsMDHeading(s string, pos int) (int, bool) {
 }
 
 // cut removes the matched blocks and the unwrapped tags from s. When the
-// words are wrapped (<user_query>, <task>, …), the client has said where
-// they are: only the text inside the wrappers is kept, and what is around
-// them is set aside too, so that context a client adds under tags nobody
-// listed does not count either.
+// words are wrapped (<user_query>, <task>, …) by a client, the client has
+// said where they are: only the text inside the wrappers is kept, and what
+// is around them is set aside too, so that context a client adds under
+// tags nobody listed does not count either. A client's message starts with
+// its tags; a user's question that quotes a <task> element starts with
+// words, and keeps them all.
 func (b *Blocks) cut(s string, pairs []pair) Words {
 	var spanBuf [32]span
 	spans := spanBuf[:0]
@@ -461,8 +463,10 @@ func (b *Blocks) cut(s string, pairs []pair) Words {
 		}
 	}
 	pieces = append(pieces, [2]int{at, len(s)})
-	if len(wraps) > 0 {
+	if len(wraps) > 0 && startsWithTag(s, pieces, wraps[0][0]) {
 		pieces, w.Around = clip(s, pieces, wraps)
+	} else {
+		w.Wrapper = ""
 	}
 	var textBuf [8]string
 	texts := textBuf[:0]
@@ -479,6 +483,20 @@ func (b *Blocks) cut(s string, pairs []pair) Words {
 		w.Text = strings.Join(texts, "\n")
 	}
 	return w
+}
+
+// startsWithTag reports whether the text kept before the first wrapper
+// (at wrap) is nothing or starts with a tag.
+func startsWithTag(s string, pieces [][2]int, wrap int) bool {
+	for _, p := range pieces {
+		if p[0] >= wrap {
+			return true
+		}
+		if t := strings.TrimSpace(s[p[0]:min(p[1], wrap)]); t != "" {
+			return t[0] == '<'
+		}
+	}
+	return true
 }
 
 // clip keeps of pieces what lies inside wraps (both sorted and apart) and

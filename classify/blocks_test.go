@@ -32,8 +32,14 @@ func TestWords(t *testing.T) {
 		{"Cline task", "<task>\nWhat is 2+2?\n</task>\n\n" + env, Words{Text: "What is 2+2?", Aside: []Aside{aside("environment_details", 1, len(env))}, Wrapper: "task"}},
 		{"Cursor user_query", "<user_info>\nOS: linux\n</user_info>\n\n<user_query>\nWhat is 2+2?\n</user_query>",
 			Words{Text: "What is 2+2?", Aside: []Aside{aside("user_info", 1, 34)}, Wrapper: "user_query"}},
-		{"text around a wrapper is set aside", "Unknown context here\n<user_query>hi</user_query>\ntrailing",
-			Words{Text: "hi", Wrapper: "user_query", Around: len("Unknown context here") + len("trailing")}},
+		{"text around a wrapper is set aside", "<env>Unknown context here</env>\n<user_query>hi</user_query>\ntrailing",
+			Words{Text: "hi", Wrapper: "user_query", Around: len("<env>Unknown context here</env>") + len("trailing")}},
+		{"a question that quotes a wrapper keeps its words", "How do I parse <task>foo</task> in XML?",
+			Words{Text: "How do I parse\nfoo\nin XML?"}},
+		{"a question after blocks that quotes a wrapper", "<system-reminder>x</system-reminder>Why <task>a</task>?",
+			Words{Text: "Why\na\n?", Aside: []Aside{aside("system-reminder", 1, 36)}}},
+		{"unknown tags before the wrapper are the client's", "<timestamp>Monday</timestamp>\n<user_query>hi</user_query>",
+			Words{Text: "hi", Wrapper: "user_query", Around: len("<timestamp>Monday</timestamp>")}},
 		{"two wrappers", "<user_query>one</user_query> x <user_query>two</user_query>",
 			Words{Text: "one\ntwo", Wrapper: "user_query", Around: 1}},
 		{"block inside a wrapper", "<task>\nExplain 'main.go' (see below for file content)\n\n<file_content path=\"main.go\">\npackage main\n</file_content>\n</task>",
@@ -166,8 +172,8 @@ func TestClassifyReasonsSayWhatWasJudged(t *testing.T) {
 			"no complex signal (50 ≤ 99 < 280)", `text judged: "` + strings.Repeat("é ", 40)[:119] + `…"`})},
 		{"skipped messages", []string{"<environment_context>cwd</environment_context>", "[x] Result:\nok", "hi"}, simple([]string{
 			"short message (2 < 50)", `text judged: "hi"`, "skipped 2 later user messages with no words of the user's (<environment_context>, tool result)"})},
-		{"text around a wrapper", []string{"Some context\n<user_query>hi</user_query>"}, simple([]string{
-			"short message (2 < 50)", `text judged: "hi"`, "ignored 12 B of text around <user_query>"})},
+		{"text around a wrapper", []string{"<ctx>Some context</ctx>\n<user_query>hi</user_query>"}, simple([]string{
+			"short message (2 < 50)", `text judged: "hi"`, "ignored 23 B of text around <user_query>"})},
 		{"no words at all", []string{"<system-reminder>x</system-reminder>"}, simple([]string{
 			"short message (0 < 50)", "no words of the user's to judge", "skipped 1 later user message with no words of the user's (<system-reminder>)"})},
 	}
