@@ -293,17 +293,24 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	case req.ForcedMode != "":
 		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}
 	}
-	d := e.classifier.Classify(lastUserText(req.Messages), req.Category)
+	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
 	return d.Mode, d.Reasons
 }
 
-func lastUserText(msgs []Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
+// UserTexts returns a function that returns the contents of the user
+// messages of msgs, newest first, then false: what the classifier judges,
+// and nothing else of the request.
+func UserTexts(msgs []Message) func() (string, bool) {
+	i := len(msgs)
+	return func() (string, bool) {
+		for i > 0 {
+			i--
+			if msgs[i].Role == "user" {
+				return msgs[i].Content, true
+			}
 		}
+		return "", false
 	}
-	return ""
 }
 
 // Probe checks that node answers and has its model, and updates what the

@@ -141,8 +141,9 @@ type MockScript struct {
 	// (counted as assistant messages after the last user message); the last
 	// turn repeats when the conversation goes further.
 	Turns []MockTurn `yaml:"turns" json:"turns"`
-	// Scenarios replace Turns when the last user message contains When
-	// (case-insensitive); the first match wins.
+	// Scenarios replace Turns when the user's words (as the classifier
+	// reads them: the last user message with words, blocks set aside)
+	// contain When (case-insensitive); the first match wins.
 	Scenarios []MockScenario `yaml:"scenarios" json:"scenarios,omitempty"`
 	// Delay is waited before the first chunk of every call.
 	Delay time.Duration `yaml:"delay" json:"delay,omitempty"`
@@ -164,7 +165,7 @@ type MockScenario struct {
 
 // MockTurn is one scripted model response.
 type MockTurn struct {
-	// Content is the answer text; {user} is replaced by the last user message.
+	// Content is the answer text; {user} is replaced by the user's words.
 	Content string `yaml:"content" json:"content,omitempty"`
 	// Reasoning is hidden thinking the model emits before its content.
 	Reasoning string `yaml:"reasoning" json:"reasoning,omitempty"`
@@ -213,14 +214,18 @@ type Stage struct {
 
 // Classify tunes the simple/reflexive classifier.
 type Classify struct {
-	// ShortChars: a last user message shorter than this is short.
+	// ShortChars: the user's words shorter than this are short.
 	ShortChars int `yaml:"short_chars" json:"short_chars"`
-	// LongChars: a last user message at least this long is reflexive.
+	// LongChars: the user's words at least this long are reflexive.
 	LongChars int `yaml:"long_chars" json:"long_chars"`
 	// Keywords replace the default complex keywords when set.
 	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
 	// Categories replace the default reflexive route categories when set.
 	Categories []string `yaml:"categories" json:"categories,omitempty"`
+	// IgnoreBlocks are tag names (as "my-context" for <my-context>…
+	// </my-context>) whose blocks are set aside in user messages before
+	// judging, in addition to those agent clients are known to inject.
+	IgnoreBlocks []string `yaml:"ignore_blocks" json:"ignore_blocks,omitempty"`
 }
 
 // Tools configures server-side tool execution.
@@ -703,6 +708,11 @@ func (c *Config) Validate() error {
 	if c.Classify.LongChars <= c.Classify.ShortChars {
 		bad("classify.long_chars", "must be greater than classify.short_chars (%d), got %d", c.Classify.ShortChars, c.Classify.LongChars)
 	}
+	for i, name := range c.Classify.IgnoreBlocks {
+		if !validTagName(name) {
+			bad(fmt.Sprintf("classify.ignore_blocks[%d]", i), "want a tag name such as \"my-context\" (letters, digits, - _ . :), got %q", name)
+		}
+	}
 	if c.Tools.Timeout <= 0 {
 		bad("tools.timeout", "must be positive")
 	}
@@ -821,3 +831,17 @@ func maskValues(m map[string]string) map[string]string {
 }
 
 func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }
+
+// validTagName reports whether name can name the blocks of
+// classify.ignore_blocks: a tag name, without its brackets.
+func validTagName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

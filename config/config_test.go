@@ -137,6 +137,8 @@ func TestValidationErrors(t *testing.T) {
 		{"mcp duplicate name", "tools:\n  mcp:\n    - {name: fs, command: [x]}\n    - {name: fs, url: http://x}\n", `config: tools.mcp[1].name: duplicate server name "fs"`},
 		{"mcp bad url", "tools:\n  mcp:\n    - {name: web, url: ftp://x}\n", `config: tools.mcp[0].url: want an http:// or https:// URL`},
 		{"mcp headers on stdio", "tools:\n  mcp:\n    - {name: fs, command: [x], headers: {A: b}}\n", `config: tools.mcp[0].headers: only apply to a url server`},
+		{"ignore_blocks with brackets", "classify:\n  ignore_blocks: [ok-name, \"<my-context>\"]\n", `config: classify.ignore_blocks[1]: want a tag name such as "my-context" (letters, digits, - _ . :), got "<my-context>"`},
+		{"empty ignore_blocks name", "classify:\n  ignore_blocks: [\"\"]\n", `config: classify.ignore_blocks[0]: want a tag name`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {

@@ -116,6 +116,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // backends builds each node's backend for its provider.
 func backends(cfg *config.Config) map[string]chain.Backend {
 	out := make(map[string]chain.Backend, len(cfg.Nodes))
+	blocks := classify.NewBlocks(cfg.Classify.IgnoreBlocks)
 	for _, n := range cfg.Nodes {
 		switch n.Provider {
 		case config.ProviderOllama:
@@ -123,7 +124,9 @@ func backends(cfg *config.Config) map[string]chain.Backend {
 		case config.ProviderOpenAI:
 			out[n.Name] = openai.New(n, nil)
 		case config.ProviderMock:
-			out[n.Name] = mock.New(n)
+			// The demo's scenarios are picked from the words the
+			// classifier judges.
+			out[n.Name] = mock.NewWithBlocks(n, blocks)
 		}
 	}
 	return out
