@@ -37,6 +37,7 @@ import (
 //	# one row:
 //	- name: what the model does              (the subtest name)
 //	  job: [..]           optional: job_status answers these in turn (the last repeats)
+//	  busy: n             optional: lookup answers its first n calls 503 "busy, try again"
 //	  client_tools: [..]  optional: names of client tools ({"type":"object"} schemas)
 //	  mode: simple        optional: send the requests as chain/simple (default
 //	                      chain/reflexive)
@@ -71,6 +72,7 @@ import (
 type loopRow struct {
 	Name        string        `yaml:"name"`
 	Job         []string      `yaml:"job"`
+	Busy        int           `yaml:"busy"`
 	ClientTools []string      `yaml:"client_tools"`
 	Mode        string        `yaml:"mode"`
 	History     []loopMessage `yaml:"history"`
@@ -121,11 +123,19 @@ chain:
 
 // toolsServer serves the corpus's HTTP tools. It is built per row, so that
 // the job's answers start over.
-func toolsServer(t *testing.T, root string, job []string) *httptest.Server {
+func toolsServer(t *testing.T, root string, job []string, busy int) *httptest.Server {
 	var mu sync.Mutex
-	polls := 0
+	polls, lookups := 0, 0
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /lookup", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lookups++
+		n := lookups
+		mu.Unlock()
+		if n <= busy {
+			http.Error(w, "busy, try again", http.StatusServiceUnavailable)
+			return
+		}
 		var a struct{ ID float64 }
 		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
 			t.Errorf("lookup: %v", err)
@@ -341,7 +351,7 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	}
 	root := workspace(t)
 	cfg.Tools.Root = root
-	cfg.Tools.HTTP = httpTools(toolsServer(t, root, row.Job).URL)
+	cfg.Tools.HTTP = httpTools(toolsServer(t, root, row.Job, row.Busy).URL)
 	reg, err := tools.New(cfg.Tools, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -69,14 +69,16 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return fmt.Errorf("identity of %s: %w", c.Name, err)
 	}
 	sig := antiloop.Hash(key.Identity)
-	if j, ok := b.firstOf[sig]; ok {
+	if j, ok := b.firstOf[sig]; ok && b.uses[j].Status != ToolError {
 		u.Status, u.Result = ToolDuplicate, duplicateNote(b.calls[j].ID)+b.uses[j].Result
 		return nil
 	}
+	// A duplicate of a call that failed is a retry: an error is no result
+	// to hand on (it runs below, as a repeat after a failure does).
 	b.firstOf[sig] = i
 	prev := s.seen[sig]
 	switch {
-	case prev != nil && key.Kind != tools.Volatile:
+	case prev != nil && key.Kind != tools.Volatile && prev.failed == "":
 		u.Status, u.Result = ToolBlocked, repeatNote
 		b.repeated = true
 		return nil
@@ -101,6 +103,10 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 	prev.runs++
 	if err := r.runTool(ctx, c, sig, key, u); err != nil {
 		return err
+	}
+	if prev.ran(u) {
+		b.repeated = true
+		u.Result += failedNote
 	}
 	switch key.Kind {
 	case tools.Volatile:
@@ -166,6 +172,14 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key
 		u.Status, u.Result = ToolError, "error: "+err.Error()
 	}
 	if !guarded {
+		return nil
+	}
+	if u.Status == ToolError {
+		// An error is not a result: nothing is stored, and the same call,
+		// asked again here or in a later request, runs again.
+		if rerr := r.e.guard.Release(ctx, r.req.Conversation, c.ID, sig); rerr != nil {
+			r.logger().Warn("anti-loop release failed", "tool", c.Name, "err", rerr)
+		}
 		return nil
 	}
 	if rerr := r.e.guard.Record(ctx, r.req.Conversation, c.ID, sig, []byte(u.Result)); rerr != nil {
