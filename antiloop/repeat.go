@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/cespare/xxhash/v2"
 )
 
 // The rules of a repetition loop (issue 25). A segment repeated back to
@@ -65,7 +63,7 @@ type Loop struct {
 // Repeats finds repetition loops in a text that grows, streamed or whole:
 // the same algorithm judges both, and its verdict does not depend on how the
 // text was cut into pieces. It keeps O(1) state (a few kB of line
-// fingerprints), does O(1) amortized work per byte between looks, and a
+// offsets), does O(1) amortized work per byte between looks, and a
 // bounded scan every lookStep bytes.
 //
 // The zero value is ready to use; a Repeats serves one text. After a loop is
@@ -93,14 +91,13 @@ type Repeats struct {
 	loop  bool
 }
 
-// line is the fingerprint of one non-blank line.
+// line is what is remembered of one non-blank line: offsets into the text,
+// which only grows, so that lines are compared in place.
 type line struct {
-	hash       uint64
-	start, end int // the line's offsets, end at its newline
-	runes      int // characters compared (marker and spaces left out), newline counted
-	letters    bool
-	code       bool // in a code block, or a fence
-	table      bool // a table row: never part of a loop
+	start, end int  // the line's offsets, end at its newline
+	key, keyEnd int // what is compared: the line without marker and spaces
+	code        bool // in a code block, or a fence
+	table       bool // a table row: never part of a loop
 }
 
 // Scan judges text, which extends the text of the previous call (Scan and
@@ -124,6 +121,26 @@ func (d *Repeats) Scan(text string) (Loop, bool) {
 		}
 	}
 	return d.found, d.loop
+}
+
+// Skip is Scan for the usual streamed chunk, on a path the compiler
+// inlines: it takes the text's new bytes and reports true when they need no
+// judging (no look offset or line end among them; when a run is followed,
+// they continue it without making it a loop). When it reports false, Scan
+// must judge them.
+func (d *Repeats) Skip(text string) bool {
+	if d.per == 0 && len(text) >= d.look || len(text) >= d.due {
+		return false
+	}
+	// A plain loop: the new bytes are one token or so, too few for
+	// IndexByte's set-up to pay, and it keeps Skip inlined.
+	for i := d.done; i < len(text); i++ {
+		if text[i] == '\n' || d.per != 0 && text[i] != text[i-d.per] {
+			return false
+		}
+	}
+	d.done = len(text)
+	return true
 }
 
 // End judges the text's last line, which no newline ends, once the text is
@@ -264,12 +281,18 @@ func findRun(s string) (per, start int, ok bool) {
 	return 0, 0, false
 }
 
+// space is the whitespace trimmed off lines before they are compared:
+// ASCII only, which strings.Trim does with a byte set, as fast as the
+// line is short.
+const space = " \t\r\v\f"
+
 // endLine judges the line that ends at end (its newline, or the text's
 // end): fences, then the runs of equal lines.
 func (d *Repeats) endLine(text string, end int) {
 	raw := text[d.lineStart:end]
 	d.lineStart = end + 1
-	t := strings.TrimSpace(raw)
+	left := strings.TrimLeft(raw, space)
+	t := strings.TrimRight(left, space)
 	if t == "" {
 		return
 	}
@@ -281,17 +304,17 @@ func (d *Repeats) endLine(text string, end int) {
 		// The fence state may have changed what the followed run needs.
 		d.due = d.start + need(d.seg, d.code)*d.per
 	}
-	key := strings.TrimSpace(stripMarker(t))
-	l := line{
-		hash: xxhash.Sum64String(key), start: end - len(raw), end: end,
-		runes: utf8.RuneCountInString(key) + 1, letters: hasLetter(key),
-		code: d.code || fence, table: t[0] == '|',
-	}
+	// What is compared, found by lengths: each trim on the left keeps a
+	// suffix of the line, which ends at end.
+	k := strings.TrimLeft(stripMarker(t), space)
+	at := end - len(left) + len(t) - len(k)
+	key := strings.TrimRight(k, space)
+	l := line{start: end - len(raw), end: end, key: at, keyEnd: at + len(key), code: d.code || fence, table: t[0] == '|'}
 	d.lines[d.n%ringLines] = l
 	d.n++
 	d.lineHold = never
 	for q := 1; q <= maxLines; q++ {
-		if d.n <= q || d.lines[(d.n-1-q)%ringLines].hash != l.hash || l.table {
+		if d.n <= q || l.table || !d.same(text, l, d.lines[(d.n-1-q)%ringLines]) {
 			d.eq[q-1] = 0
 			continue
 		}
@@ -304,8 +327,9 @@ func (d *Repeats) endLine(text string, end int) {
 		runes, letters, code := 0, false, false
 		for k := d.n - q; k < d.n; k++ {
 			b := d.lines[k%ringLines]
-			runes += b.runes
-			letters = letters || b.letters
+			key := text[b.key:b.keyEnd]
+			runes += utf8.RuneCountInString(key) + 1 // and its newline
+			letters = letters || hasLetter(key)
 			code = code || b.code
 		}
 		if !letters {
@@ -327,6 +351,12 @@ func (d *Repeats) endLine(text string, end int) {
 			d.lineHold = min(d.lineHold, end+1)
 		}
 	}
+}
+
+// same reports whether lines a and b of text read the same once their
+// markers and spaces are left out.
+func (d *Repeats) same(text string, a, b line) bool {
+	return a.keyEnd-a.key == b.keyEnd-b.key && text[a.key:a.keyEnd] == text[b.key:b.keyEnd]
 }
 
 // shorter reports whether the run of blocks of q lines is a run of a

@@ -44,13 +44,39 @@ type answerGate struct {
 // must stop, and its content is cut at g.loop.Keep. While the content ends
 // in a run one copy short of a loop, that copy is held back.
 func (g *answerGate) next(content string) (string, error) {
-	if l, ok := g.rep.Scan(content); ok {
+	if g.rep.Skip(content) {
+		if g.quiet {
+			return "", nil
+		}
+		if out, ok := g.pass(content); ok {
+			return out, nil
+		}
+	} else if l, ok := g.rep.Scan(content); ok {
 		return g.cut(content, l), errLoop
 	}
 	if g.quiet {
 		return "", nil // nothing of a quiet call is shown
 	}
 	return g.release(content, min(g.rep.Hold(), g.safe(content))), nil
+}
+
+// pass lets the new bytes of content out when nothing is held: the start
+// of the answer is out (so it is no copy of an earlier one), no copy of a
+// repeated segment is held, and none of them may start a text call.
+func (g *answerGate) pass(content string) (string, bool) {
+	if g.shown == 0 || g.rep.Hold() < len(content) {
+		return "", false
+	}
+	if g.calls {
+		for i := g.shown; i < len(content); i++ {
+			if c := content[i]; c == '<' || c == '[' {
+				return "", false
+			}
+		}
+	}
+	out := content[g.shown:]
+	g.shown = len(content)
+	return out, true
 }
 
 // finish judges the complete content (its last line, which no newline
