@@ -94,8 +94,8 @@ type Repeats struct {
 // line is what is remembered of one non-blank line: offsets into the text,
 // which only grows, so that lines are compared in place.
 type line struct {
-	start, end int  // the line's offsets, end at its newline
-	key, keyEnd int // what is compared: the line without marker and spaces
+	start, end  int  // the line's offsets, end at its newline
+	key, keyEnd int  // what is compared: the line without marker and spaces
 	code        bool // in a code block, or a fence
 	table       bool // a table row: never part of a loop
 }
