@@ -26,7 +26,7 @@ type say struct {
 	content []string
 	// reasoning are reasoning pieces (reasoning_content, Ollama's thinking).
 	reasoning []string
-	calls   []sayCall
+	calls     []sayCall
 	// hang keeps the stream open after the content until the client goes
 	// away (streams only).
 	hang bool
