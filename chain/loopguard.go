@@ -28,10 +28,36 @@ type seenCall struct {
 	reads string
 	runs  int    // times it ran in the stage
 	last  string // its last result, for volatile calls
+	// stamp is the state of what it read when it last ran (stampOf): a
+	// file changed since makes the call new.
+	stamp string
 	// failed is the error its last run ended in ("" when it succeeded),
 	// and fails how many runs in a row ended in that same error.
 	failed string
 	fails  int
+}
+
+// stamper is the tool runner's optional capability to stamp the present
+// state of what a built-in read depends on (tools.Registry.Stamp).
+type stamper interface {
+	Stamp(reads string) (stamp string, ok bool)
+}
+
+// stampOf is the stamp of what a deterministic read depends on, taken
+// before it runs: the guard serves a stored result, and the stage calls a
+// repeat, only while it is unchanged, so that a file edited by hand between
+// two reads is read again (issue 25). It is empty for a call that cannot
+// say what it reads (HTTP and MCP reads, writes, volatile calls), and
+// antiloop.Unstamped when the state could not be stamped.
+func (r *run) stampOf(key tools.Key) string {
+	st, ok := r.e.runner.(stamper)
+	if key.Kind != tools.Deterministic || key.Reads == "" || !ok {
+		return ""
+	}
+	if stamp, ok := st.Stamp(key.Reads); ok {
+		return stamp
+	}
+	return antiloop.Unstamped
 }
 
 // ran records the outcome of a run of the call and reports whether it was

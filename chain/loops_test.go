@@ -58,6 +58,8 @@ import (
 //	            calls: [{name, args}]  native tool calls; args is the JSON text
 //	                      as written (sent verbatim on the OpenAI wire, decoded
 //	                      to an object on the Ollama wire)
+//	      edit: {path: s} optional: before the request, these workspace files
+//	                      are written by hand (outside the proxy's tools)
 //	      client: [..]    optional: the client runs the tool calls the response
 //	                      ends with and sends back these results, in order; the
 //	                      next request continues that conversation
@@ -127,6 +129,7 @@ func pieces(s string, n int) []string {
 
 type loopRequest struct {
 	Script map[string][]loopTurn `yaml:"script"`
+	Edit   map[string]string     `yaml:"edit"`
 	Client []string              `yaml:"client"`
 	Want   struct {
 		Stages []string       `yaml:"stages"`
@@ -413,6 +416,11 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 		history = []chain.Message{{Role: "user", Content: "please look into notes.md and the job, then sum up what you found"}}
 	}
 	for i, rq := range row.Requests {
+		for name, body := range rq.Edit {
+			if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		sc.set(rq.Script)
 		model := chain.ModelReflexive
 		if row.Mode == "simple" {

@@ -76,9 +76,10 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 	// A duplicate of a call that failed is a retry: an error is no result
 	// to hand on (it runs below, as a repeat after a failure does).
 	b.firstOf[sig] = i
+	stamp := r.stampOf(key)
 	prev := s.seen[sig]
 	switch {
-	case prev != nil && key.Kind != tools.Volatile && prev.failed == "":
+	case prev != nil && key.Kind != tools.Volatile && prev.failed == "" && prev.stamp == stamp:
 		u.Status, u.Result = ToolBlocked, repeatNote
 		b.repeated = true
 		return nil
@@ -101,7 +102,8 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		s.seen[sig] = prev
 	}
 	prev.runs++
-	if err := r.runTool(ctx, c, sig, key, u); err != nil {
+	prev.stamp = stamp
+	if err := r.runTool(ctx, c, sig, key, stamp, u); err != nil {
 		return err
 	}
 	if prev.ran(u) {
@@ -128,10 +130,10 @@ const releaseTimeout = 2 * time.Second
 // runTool asks the cross-request guards, then executes the call. Volatile
 // calls skip the guards: their result changes by itself, so a stored one
 // would be stale, and repeating them is what they are for.
-func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key, u *ToolUse) error {
+func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key, stamp string, u *ToolUse) error {
 	guarded := key.Kind != tools.Volatile
 	if guarded {
-		d, err := r.e.guard.AdmitScoped(ctx, r.req.Conversation, c.ID, sig, key.Kind == tools.Deterministic, key.Reads)
+		d, err := r.e.guard.AdmitStamped(ctx, r.req.Conversation, c.ID, sig, key.Kind == tools.Deterministic, key.Reads, stamp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -182,7 +184,7 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key
 		}
 		return nil
 	}
-	if rerr := r.e.guard.Record(ctx, r.req.Conversation, c.ID, sig, []byte(u.Result)); rerr != nil {
+	if rerr := r.e.guard.RecordStamped(ctx, r.req.Conversation, c.ID, sig, stamp, []byte(u.Result)); rerr != nil {
 		r.logger().Warn("anti-loop record failed", "tool", c.Name, "err", rerr)
 	}
 	return nil
