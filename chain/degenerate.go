@@ -186,6 +186,8 @@ func (r *run) judgeAnswer(s *stage, earlier []*stage) {
 	why := ""
 	replace := false
 	switch {
+	case s.stop == StageFailed || s.stop == StageSkippedOffline:
+		return // no answer was asked of it: the stages before answer
 	case s.stop != "" && (answer != "" || !s.answers):
 		return
 	case s.stop != "":
