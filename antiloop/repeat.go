@@ -1,6 +1,7 @@
 package antiloop
 
 import (
+	"math"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -92,12 +93,13 @@ type Repeats struct {
 }
 
 // line is what is remembered of one non-blank line: offsets into the text,
-// which only grows, so that lines are compared in place.
+// which only grows, so that lines are compared in place. They are 32-bit,
+// which halves the ring; lines past 2 GiB are not compared.
 type line struct {
-	start, end  int  // the line's offsets, end at its newline
-	key, keyEnd int  // what is compared: the line without marker and spaces
-	code        bool // in a code block, or a fence
-	table       bool // a table row: never part of a loop
+	start, end  int32 // the line's offsets, end at its newline
+	key, keyEnd int32 // what is compared: the line without marker and spaces
+	code        bool  // in a code block, or a fence
+	table       bool  // a table row: never part of a loop
 }
 
 // Scan judges text, which extends the text of the previous call (Scan and
@@ -309,7 +311,10 @@ func (d *Repeats) endLine(text string, end int) {
 	k := strings.TrimLeft(stripMarker(t), space)
 	at := end - len(left) + len(t) - len(k)
 	key := strings.TrimRight(k, space)
-	l := line{start: end - len(raw), end: end, key: at, keyEnd: at + len(key), code: d.code || fence, table: t[0] == '|'}
+	if end > math.MaxInt32 {
+		return
+	}
+	l := line{start: int32(end - len(raw)), end: int32(end), key: int32(at), keyEnd: int32(at + len(key)), code: d.code || fence, table: t[0] == '|'}
 	d.lines[d.n%ringLines] = l
 	d.n++
 	d.lineHold = never
@@ -343,7 +348,7 @@ func (d *Repeats) endLine(text string, end int) {
 		switch {
 		case copies >= want:
 			d.report(text, Loop{
-				Start: d.lines[first%ringLines].start, Keep: d.lines[(first+q-1)%ringLines].end,
+				Start: int(d.lines[first%ringLines].start), Keep: int(d.lines[(first+q-1)%ringLines].end),
 				Segment: runes - 1, Copies: copies, Lines: q,
 			})
 			return

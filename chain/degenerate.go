@@ -236,10 +236,17 @@ func noAnswer(s *stage) string {
 // thinkGate watches a call's reasoning (reasoning_content, Ollama's
 // thinking, a <think> block) for a repetition loop: a reasoning model that
 // loops there would otherwise run until max_tokens and give no answer.
-type thinkGate struct{ rep antiloop.Repeats }
+// Its detector is made at the first reasoning chunk: most calls have none.
+type thinkGate struct{ rep *antiloop.Repeats }
 
 // next takes the reasoning so far and returns errLoop once it holds a loop.
 func (g *thinkGate) next(reasoning string) error {
+	if g.rep == nil {
+		g.rep = new(antiloop.Repeats)
+	}
+	if g.rep.Skip(reasoning) {
+		return nil
+	}
 	if _, ok := g.rep.Scan(reasoning); ok {
 		return errLoop
 	}
@@ -250,6 +257,9 @@ func (g *thinkGate) next(reasoning string) error {
 // went into a loop: the stage then records the loop, keeps the reasoning
 // up to its first copy, and the call's answer and calls count for nothing.
 func (r *run) thinkLooped(s *stage, g *thinkGate, reasoning string) bool {
+	if g.rep == nil {
+		return false
+	}
 	l, ok := g.rep.End(reasoning)
 	if !ok {
 		return false
