@@ -42,10 +42,10 @@ const (
 	// end, so that the verdict does not depend on how the text was cut.
 	lookStep = 40
 	// maxLines is the longest block of lines, in lines, whose repetition is
-	// followed, and ringLines how many lines are remembered: enough for
-	// CodeCopies copies of the longest block.
+	// followed, and ringLines how many lines are remembered: a line is
+	// compared with the maxLines before it.
 	maxLines  = 6
-	ringLines = 128
+	ringLines = 8
 	never     = int(^uint(0) >> 1)
 )
 
@@ -63,9 +63,9 @@ type Loop struct {
 
 // Repeats finds repetition loops in a text that grows, streamed or whole:
 // the same algorithm judges both, and its verdict does not depend on how the
-// text was cut into pieces. It keeps O(1) state (a few kB of line
-// offsets), does O(1) amortized work per byte between looks, and a
-// bounded scan every lookStep bytes.
+// text was cut into pieces. It keeps O(1) state (under 400 bytes), does
+// O(1) amortized work per byte between looks, and a bounded scan every
+// lookStep bytes.
 //
 // The zero value is ready to use; a Repeats serves one text. After a loop is
 // found it reports that loop and looks no further.
@@ -84,6 +84,9 @@ type Repeats struct {
 	lines [ringLines]line
 	n     int           // lines seen (ring index: n % ringLines)
 	eq    [maxLines]int // eq[q-1]: lines in a row equal to the line q back
+	// first[q-1] is where the run of blocks of q lines starts, and
+	// firstEnd[q-1] where its first block ends, the cut if it is a loop.
+	first, firstEnd [maxLines]int
 	// lineHold is where the copy that would complete a loop of lines
 	// starts, while the text may be writing it (never when none).
 	lineHold int
@@ -324,6 +327,11 @@ func (d *Repeats) endLine(text string, end int) {
 			continue
 		}
 		d.eq[q-1]++
+		if d.eq[q-1] == 1 {
+			// A run starts: its first block is the q lines before this one.
+			d.first[q-1] = int(d.lines[(d.n-1-q)%ringLines].start)
+			d.firstEnd[q-1] = int(d.lines[(d.n-2)%ringLines].end)
+		}
 		if d.eq[q-1]%q != 0 || d.shorter(q) {
 			continue
 		}
@@ -341,14 +349,10 @@ func (d *Repeats) endLine(text string, end int) {
 			continue
 		}
 		want := need(runes, code)
-		if copies*q > ringLines-1 {
-			continue // its start is forgotten; it cannot be a loop (want copies fit)
-		}
-		first := d.n - copies*q
 		switch {
 		case copies >= want:
 			d.report(text, Loop{
-				Start: int(d.lines[first%ringLines].start), Keep: int(d.lines[(first+q-1)%ringLines].end),
+				Start: d.first[q-1], Keep: d.firstEnd[q-1],
 				Segment: runes - 1, Copies: copies, Lines: q,
 			})
 			return

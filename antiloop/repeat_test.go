@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 // realAnswer is what a long, legitimate answer looks like: a list whose
@@ -166,6 +167,14 @@ func TestRepeatsAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(5, func() { judge(tt.in, 7) }); n != 0 {
 			t.Errorf("%s: %v allocations, want 0", tt.name, n)
 		}
+	}
+}
+
+// TestRepeatsSize: the detector's state is a few hundred bytes, whatever
+// the text: each model call carries one, two with reasoning.
+func TestRepeatsSize(t *testing.T) {
+	if n := unsafe.Sizeof(Repeats{}); n > 512 {
+		t.Errorf("Repeats is %d bytes, want at most 512", n)
 	}
 }
 

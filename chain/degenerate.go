@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 
 	"chainproxy/antiloop"
 )
@@ -27,7 +26,7 @@ type answerGate struct {
 	// content too.
 	calls, bare bool
 	// copies are the earlier stages' answers the content may still be
-	// copying, whitespace collapsed (see collapse).
+	// copying, trimmed (compared with whitespace collapsed: foldPrefix).
 	copies []string
 	// shown is how many bytes of the content were let through.
 	shown int
@@ -107,10 +106,8 @@ func (g *answerGate) cut(content string, l antiloop.Loop) string {
 // safe is how much of content may be shown so far.
 func (g *answerGate) safe(content string) int {
 	if g.shown == 0 && len(g.copies) > 0 {
-		t := collapse(content)
-		space := strings.TrimRightFunc(content, unicode.IsSpace) != content
 		for i := 0; i < len(g.copies); {
-			if c := g.copies[i]; strings.HasPrefix(c, t) && (!space || t == "" || len(c) == len(t) || c[len(t)] == ' ') {
+			if prefix, _ := foldPrefix(g.copies[i], content); prefix {
 				i++
 				continue
 			}
@@ -140,9 +137,8 @@ func (g *answerGate) release(content string, upto int) string {
 // it was a copy or only calls, else what was held back. tc is what the
 // content held in text calls.
 func (g *answerGate) end(content string, tc textCalls) string {
-	t := collapse(content)
 	for _, c := range g.copies {
-		if c == t {
+		if _, same := foldPrefix(c, content); same {
 			return ""
 		}
 	}
@@ -168,10 +164,53 @@ func repeatNoteFor(l *antiloop.Loop) string {
 	return fmt.Sprintf("repetition loop: a %d-character segment came %d times in a row; kept its first occurrence", l.Segment, l.Copies)
 }
 
-// collapse is text with its whitespace runs made one space and its ends
-// trimmed: a copy of an earlier answer with blank lines and indentation
-// added is still a copy (issue 25).
-func collapse(text string) string { return strings.Join(strings.Fields(text), " ") }
+// foldPrefix compares two texts with their whitespace runs made one space
+// and their ends trimmed, without building either (it runs on streamed
+// chunks): prefix reports whether t so folded is the start of c so folded,
+// and same whether they are equal. A copy of an earlier answer with blank
+// lines and indentation added is still a copy (issue 25). t's trailing
+// whitespace counts as a space when c goes on: "Same " starts "Same
+// answer", "Sameness" does not. Whitespace is ASCII's.
+func foldPrefix(c, t string) (prefix, same bool) {
+	i, j := skipSpace(c, 0), skipSpace(t, 0)
+	for j < len(t) {
+		if isSpace(t[j]) {
+			j = skipSpace(t, j)
+			switch {
+			case i == len(c) && j == len(t):
+				return true, true
+			case i == len(c) || !isSpace(c[i]):
+				return false, false
+			}
+			i = skipSpace(c, i)
+			if j == len(t) {
+				return true, i == len(c)
+			}
+			continue
+		}
+		if i == len(c) || c[i] != t[j] {
+			return false, false
+		}
+		i++
+		j++
+	}
+	return true, skipSpace(c, i) == len(c)
+}
+
+func isSpace(b byte) bool {
+	switch b {
+	case ' ', '\t', '\n', '\r', '\v', '\f':
+		return true
+	}
+	return false
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return i
+}
 
 // judgeAnswer marks a stage that ended ok degenerate (issues 10, 25) when
 // its answer is empty, was cut out of a repetition loop, copies an earlier
@@ -182,7 +221,8 @@ func collapse(text string) string { return strings.Join(strings.Fields(text), " 
 // stopped without an answer, too (the call it made offered no tools was
 // only a tool call, dropped): the client never gets an empty reply.
 func (r *run) judgeAnswer(s *stage, earlier []*stage) {
-	answer := collapse(s.answer())
+	full := s.answer()
+	answer := strings.TrimSpace(full)
 	why := ""
 	replace := false
 	switch {
@@ -200,7 +240,7 @@ func (r *run) judgeAnswer(s *stage, earlier []*stage) {
 		why, replace = "empty answer", true
 	default:
 		for _, e := range earlier {
-			if collapse(e.answer()) == answer {
+			if _, same := foldPrefix(e.answer(), full); same {
 				why, replace = "verbatim copy of "+e.node.Name+"'s answer", true
 				break
 			}
@@ -285,13 +325,12 @@ func lastGood(stages []*stage) *stage {
 	return nil
 }
 
-// earlierAnswers are the non-empty answers of stages, whitespace collapsed,
-// which a streamed answer is held back from the client while it may be
-// copying.
+// earlierAnswers are the trimmed, non-empty answers of stages, which a
+// streamed answer is held back from the client while it may be copying.
 func earlierAnswers(stages []*stage) []string {
 	var out []string
 	for _, e := range stages {
-		if a := collapse(e.answer()); a != "" {
+		if a := strings.TrimSpace(e.answer()); a != "" {
 			out = append(out, a)
 		}
 	}

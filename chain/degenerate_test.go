@@ -205,3 +205,28 @@ func TestQuietGateLoop(t *testing.T) {
 	}
 	t.Error("the loop was never stopped")
 }
+
+func TestFoldPrefix(t *testing.T) {
+	tests := []struct {
+		c, t         string
+		prefix, same bool
+	}{
+		{"Same answer.", "", true, false},
+		{"Same answer.", "Same", true, false},
+		{"Same answer.", "Same ", true, false},
+		{"Same answer.", "\n\n  Same \n\n answer", true, false},
+		{"Same answer.", "Same answer.\n", true, true},
+		{"Same answer.", "  Same\tanswer.  ", true, true},
+		{"Same answer.", "Sameness", false, false},
+		{"Same answer.", "Same answer. More", false, false},
+		{"Same answer.", "Same answer.More", false, false},
+		{"Same  answer.", "Same answer.", true, true},
+		{"", "   ", true, true},
+	}
+	for _, tt := range tests {
+		prefix, same := foldPrefix(tt.c, tt.t)
+		if prefix != tt.prefix || same != tt.same {
+			t.Errorf("foldPrefix(%q, %q) = %v, %v; want %v, %v", tt.c, tt.t, prefix, same, tt.prefix, tt.same)
+		}
+	}
+}

@@ -39,7 +39,8 @@ func (r *Registry) Stamp(reads string) (stamp string, ok bool) {
 		return "", false
 	}
 	defer root.Close()
-	h := xxhash.New()
+	var h xxhash.Digest // on the stack: Reset makes the zero value ready
+	h.Reset()
 	switch kind {
 	case "file", "dir":
 		fi, err := root.Stat(p)
@@ -49,7 +50,7 @@ func (r *Registry) Stamp(reads string) (stamp string, ok bool) {
 		if err != nil {
 			return "", false
 		}
-		writeInfo(h, p, fi)
+		writeInfo(&h, p, fi)
 	case "tree":
 		n := 0
 		err := fs.WalkDir(root.FS(), p, func(name string, d fs.DirEntry, err error) error {
@@ -63,7 +64,7 @@ func (r *Registry) Stamp(reads string) (stamp string, ok bool) {
 			if err != nil {
 				return err
 			}
-			writeInfo(h, name, fi)
+			writeInfo(&h, name, fi)
 			return nil
 		})
 		if errors.Is(err, fs.ErrNotExist) && n == 0 {
