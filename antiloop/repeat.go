@@ -286,18 +286,36 @@ func findRun(s string) (per, start int, ok bool) {
 	return 0, 0, false
 }
 
-// space is the whitespace trimmed off lines before they are compared:
-// ASCII only, which strings.Trim does with a byte set, as fast as the
-// line is short.
-const space = " \t\r\v\f"
+// trimLeft and trimRight take ASCII whitespace off a line before it is
+// compared: plain loops, as the lines are short and strings.Trim would
+// build its byte set on every call.
+func trimLeft(s string) string {
+	i := 0
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+func trimRight(s string) string {
+	i := len(s)
+	for i > 0 && isSpace(s[i-1]) {
+		i--
+	}
+	return s[:i]
+}
+
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\r' || b == '\v' || b == '\f' || b == '\n'
+}
 
 // endLine judges the line that ends at end (its newline, or the text's
 // end): fences, then the runs of equal lines.
 func (d *Repeats) endLine(text string, end int) {
 	raw := text[d.lineStart:end]
 	d.lineStart = end + 1
-	left := strings.TrimLeft(raw, space)
-	t := strings.TrimRight(left, space)
+	left := trimLeft(raw)
+	t := trimRight(left)
 	if t == "" {
 		return
 	}
@@ -311,9 +329,9 @@ func (d *Repeats) endLine(text string, end int) {
 	}
 	// What is compared, found by lengths: each trim on the left keeps a
 	// suffix of the line, which ends at end.
-	k := strings.TrimLeft(stripMarker(t), space)
+	k := trimLeft(stripMarker(t))
 	at := end - len(left) + len(t) - len(k)
-	key := strings.TrimRight(k, space)
+	key := trimRight(k)
 	if end > math.MaxInt32 {
 		return
 	}
