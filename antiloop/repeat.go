@@ -158,9 +158,6 @@ func (d *Repeats) End(text string) (Loop, bool) {
 	return d.found, d.loop
 }
 
-// Found reports the loop found, if any.
-func (d *Repeats) Found() (Loop, bool) { return d.found, d.loop }
-
 // Hold is where the copy that would complete a loop starts, when the text
 // ends in a run that may become one: a streamed text shown up to there only
 // never shows the copy that makes the loop. It is len(text) or more when
@@ -195,7 +192,7 @@ func (d *Repeats) bytes(text string, end int) {
 		d.done = i
 		switch {
 		case i >= d.due:
-			d.report(text, Loop{Start: d.start, Keep: d.start + d.per, Segment: d.seg, Copies: (i - d.start) / d.per})
+			d.report(Loop{Start: d.start, Keep: d.start + d.per, Segment: d.seg, Copies: (i - d.start) / d.per})
 			return
 		case i < stop:
 			// Broken: a new run is looked for from the next look on.
@@ -369,7 +366,7 @@ func (d *Repeats) endLine(text string, end int) {
 		want := need(runes, code)
 		switch {
 		case copies >= want:
-			d.report(text, Loop{
+			d.report(Loop{
 				Start: d.first[q-1], Keep: d.firstEnd[q-1],
 				Segment: runes - 1, Copies: copies, Lines: q,
 			})
@@ -401,7 +398,7 @@ func (d *Repeats) shorter(q int) bool {
 // report records loop l, found where the text first holds it: the
 // copies are counted there, so that the verdict is the same however the
 // text was cut.
-func (d *Repeats) report(_ string, l Loop) {
+func (d *Repeats) report(l Loop) {
 	d.found, d.loop = l, true
 }
 
