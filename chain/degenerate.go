@@ -41,16 +41,10 @@ type answerGate struct {
 // next takes the content so far and returns what more of it may be shown.
 // It returns errLoop once the content holds a repetition loop: the call
 // must stop, and its content is cut at g.loop.Keep. While the content ends
-// in a run one copy short of a loop, that copy is held back.
+// in a run one copy short of a loop, that copy is held back. The streaming
+// path tries pass first.
 func (g *answerGate) next(content string) (string, error) {
-	if g.rep.Skip(content) {
-		if g.quiet {
-			return "", nil
-		}
-		if out, ok := g.pass(content); ok {
-			return out, nil
-		}
-	} else if l, ok := g.rep.Scan(content); ok {
+	if l, ok := g.rep.Scan(content); ok {
 		return g.cut(content, l), errLoop
 	}
 	if g.quiet {
@@ -59,21 +53,29 @@ func (g *answerGate) next(content string) (string, error) {
 	return g.release(content, min(g.rep.Hold(), g.safe(content))), nil
 }
 
-// pass lets the new bytes of content out when nothing is held: the start
-// of the answer is out (so it is no copy of an earlier one), no copy of a
-// repeated segment is held, and none of them may start a text call.
-func (g *answerGate) pass(content string) (string, bool) {
-	if g.shown == 0 || g.rep.Hold() < len(content) {
+// pass is next for the usual chunk, in one call: its new bytes need no
+// judging by the detector (no look offset, no line end, no loop), the
+// start of the answer is out (so it is no copy of an earlier one), no copy
+// of a repeated segment is held, and none of them may start a text call.
+// ok is false when next must decide.
+func (g *answerGate) pass(content string) (out string, ok bool) {
+	if !g.rep.Skip(content) {
 		return "", false
+	}
+	if g.quiet {
+		return "", true // nothing of a quiet call is shown
+	}
+	if g.shown == 0 || g.rep.Hold() < len(content) {
+		return g.release(content, min(g.rep.Hold(), g.safe(content))), true
 	}
 	if g.calls {
 		for i := g.shown; i < len(content); i++ {
 			if c := content[i]; c == '<' || c == '[' {
-				return "", false
+				return g.release(content, g.safe(content)), true
 			}
 		}
 	}
-	out := content[g.shown:]
+	out = content[g.shown:]
 	g.shown = len(content)
 	return out, true
 }

@@ -472,7 +472,11 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			var show string
 			var loopErr error
 			if c.Content != "" {
-				show, loopErr = cs.gate.next(cs.content.String())
+				content := cs.content.String()
+				ok := false
+				if show, ok = cs.gate.pass(content); !ok {
+					show, loopErr = cs.gate.next(content)
+				}
 			}
 			if c.Reasoning != "" {
 				loopErr = cmp.Or(loopErr, cs.think.next(cs.reasoning.String()))
