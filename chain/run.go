@@ -1,12 +1,15 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+
+	"chainproxy/antiloop"
 )
 
 // run is the state of one request.
@@ -76,7 +79,10 @@ type stage struct {
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
 	// loop is set when the stage's answer was cut out of a repetition loop.
-	loop *repetition
+	loop *antiloop.Loop
+	// thinkLoop is set when the stage's reasoning went into a repetition
+	// loop: the call was stopped, and the stage has no answer.
+	thinkLoop *antiloop.Loop
 	// instead is the stage whose answer replaces this one's, degenerate.
 	instead *stage
 	// badCall is the last call's unreadable text tool call, if any.
@@ -485,6 +491,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	// it, so it costs one allocation rather than one per variable.
 	var cs struct {
 		gate               answerGate
+		think              thinkGate
 		content, reasoning strings.Builder
 		calls              []ToolCall
 		usage              *Usage
@@ -507,7 +514,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	for attempt := 0; ; attempt++ {
 		cs.content.Reset()
 		cs.reasoning.Reset()
-		cs.gate = fresh
+		cs.gate, cs.think = fresh, thinkGate{}
 		cs.calls, cs.usage, cs.finish = nil, nil, ""
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
@@ -538,6 +545,9 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 				if show, ok = cs.gate.pass(content); !ok {
 					show, loopErr = cs.gate.next(content)
 				}
+			}
+			if c.Reasoning != "" {
+				loopErr = cmp.Or(loopErr, cs.think.next(cs.reasoning.String()))
 			}
 			if live && (show != "" || c.Reasoning != "") {
 				cs.sent = true
@@ -580,10 +590,13 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		return Message{}, err
 	}
 	text := cs.content.String()
-	if cs.gate.loop != nil {
-		text = text[:cs.gate.loop.keep]
+	if cs.gate.finish(text) {
+		text = text[:cs.gate.loop.Keep]
 		s.loop = cs.gate.loop
-		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.seg, "copies", cs.gate.loop.copies)
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.Segment, "copies", cs.gate.loop.Copies)
+	}
+	if r.thinkLooped(s, &cs.think, cs.reasoning.String()) {
+		text, cs.calls = "", nil
 	}
 	msg := Message{Role: "assistant", Content: text, ToolCalls: cs.calls}
 	var tc textCalls
@@ -607,7 +620,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
 	s.st.FinishReason = cs.finish
-	if cs.reasoning.Len() > 0 {
+	if cs.reasoning.Len() > 0 && s.thinkLoop == nil {
 		s.reason = cs.reasoning.String()
 	}
 	if msg.Content != "" {
@@ -620,8 +633,11 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 func (r *run) result(s *stage) (*Result, error) {
 	text := s.answer()
 	replaced := s.instead != nil
-	if replaced {
+	switch {
+	case replaced:
 		text = s.instead.answer()
+	case text == "" && s.stop != StageOK:
+		text, replaced = noAnswer(s), true
 	}
 	if (!r.streamed || replaced) && text != "" {
 		// The answer comes from a stage that did not stream (the stages
