@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/origin"
 	"chainproxy/internal/redact"
 	"context"
 	"encoding/json"
@@ -251,6 +252,11 @@ func TransportError(ctx context.Context, node string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
 		return ctx.Err()
 	}
+	if re := origin.Cause(err); re != nil {
+		// Said without the URL Go's client wraps it in: the status and
+		// the target's host are what a user needs, and all that is read.
+		return &UpstreamError{Node: node, Kind: KindStatus, Status: re.Status, Message: re.Error(), Err: re}
+	}
 	kind := KindProtocol
 	var opErr *net.OpError
 	var uErr *url.Error
@@ -278,5 +284,8 @@ func NewHTTPClient(node config.Node) *http.Client {
 	// The default of 2 idle connections per host would make concurrent
 	// requests to one node reopen connections all the time.
 	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t}
+	// A node's API never redirects a chat call: a 3xx is a misconfigured
+	// base_url or a hostile server, and following it would send the
+	// prompt and the node's key elsewhere.
+	return &http.Client{Transport: t, CheckRedirect: origin.CheckRedirect(false)}
 }
