@@ -11,6 +11,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 	"chainproxy/tools"
 )
 
@@ -51,6 +52,9 @@ type Deps struct {
 	// Resume keeps chains waiting for a client's tool results; nil: a
 	// follow-up restarts the chain with the results as evidence.
 	Resume ResumeStore
+	// Redactor masks the configured secrets in tool results, stage and
+	// call errors; when it knows none, one is built from the config.
+	Redactor redact.Redactor
 }
 
 // Admitter lets a model call wait its turn for a node. Acquire blocks until
@@ -84,6 +88,8 @@ type Engine struct {
 	caps       *capabilities
 	resume     ResumeStore
 	log        *slog.Logger
+	// redact masks configured secrets in what the chain writes.
+	redact redact.Redactor
 }
 
 // New builds an Engine over the configured nodes.
@@ -100,6 +106,10 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		caps:       newCapabilities(),
 		resume:     deps.Resume,
 		log:        deps.Logger,
+		redact:     deps.Redactor,
+	}
+	if e.redact.Empty() {
+		e.redact = redact.FromConfig(cfg)
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

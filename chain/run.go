@@ -306,7 +306,7 @@ func (r *run) endStage(s *stage) error {
 func (r *run) stageError(s *stage, err error) {
 	var ue *UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
-		r.e.offline.mark(s.node.Name, ue.Error())
+		r.e.offline.mark(s.node.Name, r.e.redact.String(ue.Error()))
 		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
 			// Refused at the first call: the node did no work, so the turn
 			// goes back to the budget.
@@ -320,7 +320,7 @@ func (r *run) stageError(s *stage, err error) {
 	} else {
 		s.stop = StageFailed
 	}
-	s.st.Error = err.Error()
+	s.st.Error = r.e.redact.String(err.Error())
 	r.logger().Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
 }
 
@@ -504,7 +504,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		mc.Usage = *cs.usage
 	}
 	if err != nil {
-		mc.Error = err.Error()
+		mc.Error = r.e.redact.String(err.Error())
 	}
 	s.st.Calls = append(s.st.Calls, mc)
 	if err != nil {

@@ -30,6 +30,9 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 			return nil, err
 		}
 		u.DurationMS = time.Since(start).Milliseconds()
+		// A tool server may echo the credentials it was sent: masked
+		// before the model, the trace or a client sees the result.
+		u.Result = r.e.redact.String(u.Result)
 		model := tools.Truncate(u.Result, cfg.Tools.MaxResultBytes)
 		u.Result = tools.Truncate(u.Result, cfg.Tools.TraceResultBytes)
 		out = append(out, Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: model})

@@ -1,0 +1,84 @@
+package redact
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Handler returns a slog.Handler that masks r's secrets in every record's
+// message and string-like attributes (strings, errors, Stringers, string
+// slices, in groups too) before passing it to next. Wrapping the process's
+// one handler with it means no log call site can leak a configured secret,
+// at any level.
+func (r Redactor) Handler(next slog.Handler) slog.Handler {
+	return &handler{r: r, next: next}
+}
+
+type handler struct {
+	r    Redactor
+	next slog.Handler
+}
+
+func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
+
+func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	clean := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		clean[i] = h.attr(a)
+	}
+	return &handler{r: h.r, next: h.next.WithAttrs(clean)}
+}
+
+func (h *handler) WithGroup(name string) slog.Handler {
+	return &handler{r: h.r, next: h.next.WithGroup(name)}
+}
+
+// attr masks one attribute; values that cannot hold text pass as they are.
+func (h *handler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, h.r.String(v.String()))
+	case slog.KindGroup:
+		g := v.Group()
+		clean := make([]any, len(g))
+		for i, ga := range g {
+			clean[i] = h.attr(ga)
+		}
+		return slog.Group(a.Key, clean...)
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, h.r.String(x.Error()))
+		case fmt.Stringer:
+			return slog.String(a.Key, h.r.String(x.String()))
+		case []string:
+			clean := make([]string, len(x))
+			for i, s := range x {
+				clean[i] = h.r.String(s)
+			}
+			return slog.Any(a.Key, clean)
+		case []byte:
+			return slog.String(a.Key, h.r.String(string(x)))
+		case nil:
+		default:
+			// A struct, a map: kept as it is unless its text holds a
+			// secret, then logged as that text, masked.
+			text := fmt.Sprintf("%+v", x)
+			if clean := h.r.String(text); clean != text {
+				return slog.String(a.Key, clean)
+			}
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}
