@@ -70,7 +70,7 @@ type Server struct {
 	keepalive  time.Duration
 	logPrompts bool
 	keys       [][]byte
-	loopback   bool     // bound to loopback only: Host is checked
+	loopback   bool            // bound to loopback only: Host is checked
 	redact     redact.Redactor // masks configured secrets in error text
 	// drained ends when streams must end (Drain); drain ends it.
 	drained   context.Context
