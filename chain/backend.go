@@ -81,6 +81,10 @@ type Request struct {
 	// call (Ollama's keep_alive: negative for ever, 0 unload); nil leaves
 	// the upstream's default. Backends without the notion ignore it.
 	KeepAlive *time.Duration
+	// MaxArgsBytes, when positive, caps what a backend keeps of one tool
+	// call's arguments: at most MaxArgsBytes+1 bytes, so that a call over
+	// the cap (tools.max_args_bytes) is known by its length and refused.
+	MaxArgsBytes int
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a
@@ -115,6 +119,9 @@ type Chunk struct {
 	FinishReason string
 	// Usage is set on the last chunk when the upstream reported it.
 	Usage *Usage
+	// Cut, on a last chunk, says why the proxy ended the call itself
+	// (its output reached nodes[].max_output_bytes).
+	Cut string
 }
 
 // Empty reports whether c carries nothing: backends skip such chunks.

@@ -99,7 +99,7 @@ func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistor
 	var looping []loopCall
 	for i, j := range JudgeClientCalls(calls, r.req.ClientTools, history, r.e.cfg.Antiloop.MaxPolls) {
 		c := calls[i]
-		u := ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Status: j.Status, Result: j.Reason}
+		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: j.Status, Result: j.Reason}
 		switch {
 		case j.Status == ToolOK:
 			u.Result = "returned to the client to execute"

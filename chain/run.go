@@ -420,7 +420,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		content, reasoning strings.Builder
 		calls              []ToolCall
 		usage              *Usage
-		finish             string
+		finish, cut        string
 		sent               bool // whether this call's content reached the client
 	}
 	asked := time.Now()
@@ -440,8 +440,8 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		cs.content.Reset()
 		cs.reasoning.Reset()
 		cs.gate = fresh
-		cs.calls, cs.usage, cs.finish = nil, nil, ""
-		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
+		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
+		err = s.node.chat(ctx, req, r.e.cfg.Tools.MaxArgsBytes, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
 				// short one at once spares the first six doublings.
@@ -449,7 +449,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			}
 			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
-				cs.finish = c.FinishReason
+				cs.finish, cs.cut = c.FinishReason, c.Cut
 			}
 			// Most chunks carry content only: skipping the empty fields
 			// spares a write barrier each while the GC runs.
@@ -498,7 +498,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 	}
 	mc.DurationMS = time.Since(began).Milliseconds()
-	mc.FinishReason = cs.finish
+	mc.FinishReason, mc.Cut = cs.finish, cs.cut
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)
 		mc.Usage = *cs.usage

@@ -90,7 +90,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
 		defer cancel()
 	}
-	var st Stream
+	st := Stream{MaxArgs: req.MaxArgsBytes}
 	err = b.chat(ctx, creq, req.Idle, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
 		if c.Empty() {
@@ -115,6 +115,10 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20
+
+// maxToolCalls bounds the tool calls of one answer, as the openai backend
+// does: a server repeating calls line after line cannot grow the proxy.
+const maxToolCalls = 1024
 
 // streamError is an {"error": …} line in the middle of a stream.
 type streamError struct{ msg string }
@@ -361,9 +365,12 @@ func ToArguments(text string) api.ToolCallFunctionArguments {
 // Stream turns the lines of one Ollama chat stream into chunks. The zero
 // value is ready; a Stream serves one call.
 type Stream struct {
-	think chain.ThinkSplitter
-	calls []chain.ToolCall
-	done  bool
+	// MaxArgs, when positive, keeps at most MaxArgs+1 bytes of a call's
+	// arguments (see chain.Request.MaxArgsBytes).
+	MaxArgs int
+	think   chain.ThinkSplitter
+	calls   []chain.ToolCall
+	done    bool
 }
 
 // Add translates one line. Reasoning comes from the native "thinking" field
@@ -377,7 +384,14 @@ func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
 		c.Reasoning = th + c.Reasoning
 	}
 	for _, tc := range resp.Message.ToolCalls {
-		s.calls = append(s.calls, FromToolCall(tc))
+		if len(s.calls) >= maxToolCalls {
+			break
+		}
+		c := FromToolCall(tc)
+		if s.MaxArgs > 0 && len(c.Arguments) > s.MaxArgs+1 {
+			c.Arguments = c.Arguments[:s.MaxArgs+1]
+		}
+		s.calls = append(s.calls, c)
 	}
 	if !resp.Done {
 		return c

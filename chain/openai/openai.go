@@ -109,9 +109,9 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// A server may answer a stream request with one JSON object (some
 	// ignore "stream"): it is read as the whole answer it is.
 	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return b.readWhole(ctx, resp.Body, resp.ContentLength, fn)
+		return b.readWhole(ctx, resp.Body, resp.ContentLength, req.MaxArgsBytes, fn)
 	}
-	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), fn)
+	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), req.MaxArgsBytes, fn)
 }
 
 // post sends a chat completion request. A status of 400 or more comes back
@@ -198,11 +198,13 @@ func eventErrorMessage(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// readStream reads the server-sent events of a streamed answer.
-func (b *Backend) readStream(ctx context.Context, body io.Reader, fn func(chain.Chunk) error) error {
+// readStream reads the server-sent events of a streamed answer. A tool
+// call's arguments are kept up to maxArgs+1 bytes (chain.Request.MaxArgsBytes);
+// once one goes over, the rest of the answer is not read.
+func (b *Backend) readStream(ctx context.Context, body io.Reader, maxArgs int, fn func(chain.Chunk) error) error {
 	r := newSSEReader(body)
 	defer r.release()
-	var st Stream
+	st := Stream{MaxArgs: maxArgs}
 	for {
 		data, err := r.next()
 		if errors.Is(err, io.EOF) {
@@ -234,6 +236,11 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, fn func(chain.
 			if err := fn(c); err != nil {
 				return err
 			}
+		}
+		if st.over {
+			// The call will be refused: what follows is not worth reading.
+			st.finish = "tool_calls"
+			break
 		}
 	}
 	// The end of the body and "data: [DONE]" are alike here. A stream that
@@ -306,6 +313,12 @@ func (b *Backend) upstreamError(ctx context.Context, err error) error {
 // Stream assembles the chunks of one chat completion stream. The zero value
 // is ready; a Stream serves one call.
 type Stream struct {
+	// MaxArgs, when positive, caps each call's arguments at MaxArgs+1
+	// bytes: a call over MaxArgs is known by its length (see
+	// chain.Request.MaxArgsBytes) and nothing more of it is held.
+	MaxArgs int
+	// over is set once a call's arguments went past MaxArgs.
+	over   bool
 	think  chain.ThinkSplitter
 	calls  []*pendingCall
 	finish string
@@ -408,13 +421,24 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 			if pc.name == "" {
 				pc.name = td.Function.Name
 			}
-			pc.args.WriteString(td.Function.Arguments)
+			s.addArgs(pc, td.Function.Arguments)
 		}
 		if ch.FinishReason != "" {
 			s.finish = ch.FinishReason
 		}
 	}
 	return c, nil
+}
+
+// addArgs appends a fragment of arguments to pc, up to MaxArgs+1 bytes.
+func (s *Stream) addArgs(pc *pendingCall, frag string) {
+	if s.MaxArgs > 0 {
+		if room := s.MaxArgs + 1 - pc.args.Len(); len(frag) >= room {
+			frag = frag[:room]
+			s.over = true
+		}
+	}
+	pc.args.WriteString(frag)
 }
 
 // call finds or makes the call a fragment belongs to. Fragments without an
@@ -491,7 +515,7 @@ type wholeResponse struct {
 
 // readWhole reads an unstreamed answer and delivers it as the chunks a
 // stream would have given: content and reasoning, then the last chunk.
-func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn func(chain.Chunk) error) error {
+func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, maxArgs int, fn func(chain.Chunk) error) error {
 	var buf bytes.Buffer
 	if size > 0 && size < maxWholeBody {
 		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
@@ -510,7 +534,7 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn 
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
 	}
 	m := &wr.Choices[0].Message
-	var st Stream
+	st := Stream{MaxArgs: maxArgs}
 	if c := st.text(m); !c.Empty() {
 		if err := fn(c); err != nil {
 			return err
@@ -518,7 +542,7 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn 
 	}
 	for i, tc := range m.ToolCalls {
 		pc := &pendingCall{index: i, id: tc.ID, name: tc.Function.Name}
-		pc.args.WriteString(tc.Function.Arguments)
+		st.addArgs(pc, tc.Function.Arguments)
 		st.calls = append(st.calls, pc)
 	}
 	st.finish = cmp.Or(wr.Choices[0].FinishReason, "stop")
