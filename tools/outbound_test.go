@@ -1,8 +1,13 @@
 package tools
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +15,8 @@ import (
 
 	"chainproxy/config"
 	"chainproxy/internal/hostiletest"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestHTTPToolRedirects: an HTTP tool never follows a redirect to another
@@ -129,6 +136,104 @@ func TestMCPRedirects(t *testing.T) {
 			}
 			if n := len(tt.target.Hits()) - before; n != 0 {
 				t.Errorf("the redirect target received %d requests, want 0", n)
+			}
+		})
+	}
+}
+
+// bigMCPServer serves newTestServer over streamable HTTP, except that a
+// call of the tool "echo" with the text "big" is answered with a JSON
+// result of 100 MiB, generated as it is sent (in JSON, or as one SSE event
+// when sse is set).
+func bigMCPServer(t *testing.T, sse bool) *httptest.Server {
+	srv := newTestServer(nil)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			h.ServeHTTP(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var msg struct {
+			ID     json.RawMessage
+			Method string
+			Params struct {
+				Name      string
+				Arguments struct{ Text string }
+			}
+		}
+		json.Unmarshal(body, &msg)
+		if msg.Method != "tools/call" || msg.Params.Arguments.Text != "big" {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", r.Header.Get("Mcp-Session-Id"))
+		prefix := ""
+		if sse {
+			w.Header().Set("Content-Type", "text/event-stream")
+			prefix = "event: message\ndata: "
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		fmt.Fprintf(w, `%s{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, prefix, msg.ID)
+		chunk := strings.Repeat("x", 64<<10)
+		for range 1600 { // 100 MiB
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		io.WriteString(w, `"}]}}`)
+		if sse {
+			io.WriteString(w, "\n\n")
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// TestMCPHugeResultBounded: an MCP url server answering a call with 100 MiB
+// costs the proxy its body cap (4 MiB by default), not the answer: the call
+// fails with a clear error, in JSON and in SSE alike, and the heap stays
+// bounded.
+func TestMCPHugeResultBounded(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
+			ts := bigMCPServer(t, sse)
+			r := newMCPRegistry(t, 30*time.Second, config.MCPServer{Name: "big", URL: ts.URL})
+			if got, err := r.Call(t.Context(), "big__echo", []byte(`{"text":"hi"}`)); err != nil || got != "echo: hi" {
+				t.Fatalf("Call(echo hi) = %q, %v", got, err)
+			}
+			runtime.GC()
+			var before, m runtime.MemStats
+			runtime.ReadMemStats(&before)
+			peak := before.HeapInuse
+			done := make(chan struct{})
+			sampled := make(chan struct{})
+			go func() { // exits when done is closed
+				defer close(sampled)
+				for {
+					select {
+					case <-done:
+						return
+					case <-time.After(2 * time.Millisecond):
+						runtime.ReadMemStats(&m)
+						peak = max(peak, m.HeapInuse)
+					}
+				}
+			}()
+			got, err := r.Call(t.Context(), "big__echo", []byte(`{"text":"big"}`))
+			close(done)
+			<-sampled
+			grew := int64(peak) - int64(before.HeapInuse)
+			t.Logf("100 MiB MCP answer: heap peak +%d MiB, error %v", grew>>20, err)
+			if err == nil {
+				t.Errorf("Call(big) = %d bytes, nil; want an error", len(got))
+			} else if !strings.Contains(err.Error(), "too large") && !strings.Contains(err.Error(), "exceeded") {
+				t.Errorf("Call(big) error %q does not say the answer was too large", err)
+			}
+			if grew > 64<<20 {
+				t.Errorf("heap grew by %d MiB, want at most 64 MiB", grew>>20)
 			}
 		})
 	}
