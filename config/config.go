@@ -761,6 +761,10 @@ func (c *Config) Redacted() *Config {
 	if c.Store.RedisURL != "" {
 		r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	}
+	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
+	for i := range r.Tools.HTTP {
+		r.Tools.HTTP[i].Headers = maskValues(r.Tools.HTTP[i].Headers)
+	}
 	r.Tools.MCP = slices.Clone(c.Tools.MCP)
 	for i := range r.Tools.MCP {
 		m := &r.Tools.MCP[i]
