@@ -69,6 +69,10 @@ type Node struct {
 	Backend Backend
 	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
 	keepAlive *time.Duration
+	// maxArgs is tools.max_args_bytes, and redact the engine's redactor:
+	// what chat applies to every call (see Node.chat).
+	maxArgs int
+	redact  redact.Redactor
 }
 
 // Engine runs requests. It is safe for concurrent use.
@@ -125,7 +129,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
-		node := &Node{Node: n, Backend: b}
+		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact}
 		if n.KeepAlive != "" {
 			d, err := config.ParseKeepAlive(n.KeepAlive)
 			if err != nil {

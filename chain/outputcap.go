@@ -13,26 +13,46 @@ import (
 // cap; chat turns it into a finish "length".
 var errOutputCap = errors.New("output cap reached")
 
-// chat calls the node's backend with the proxy's limits on what one call
-// may make it hold: content and reasoning up to nodes[].max_output_bytes,
-// after which the call is cancelled and finishes "length" with Chunk.Cut
-// saying why, and tool call arguments kept up to maxArgs+1 bytes (see
-// Request.MaxArgsBytes). An upstream that streams without end costs the
-// proxy the cap, not what it sent.
-func (n *Node) chat(ctx context.Context, req *Request, maxArgs int, fn func(Chunk) error) error {
+// chat calls the node's backend with what the proxy applies to every
+// model call, whatever the backend:
+//
+//   - the configured secrets are masked in the content, the reasoning and
+//     the tool calls' arguments, as they stream (a hostile upstream may
+//     write the key it was sent into its answer);
+//   - content and reasoning stop at nodes[].max_output_bytes: the call is
+//     cancelled and finishes "length", with Chunk.Cut saying why, so that
+//     an upstream streaming without end costs the proxy the cap, not what
+//     it sent;
+//   - backends keep tool call arguments up to tools.max_args_bytes+1
+//     bytes (see Request.MaxArgsBytes).
+func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
 	limit := n.MaxOutputBytes
 	if limit <= 0 {
 		limit = config.DefaultMaxOutputBytes
 	}
-	if maxArgs > 0 && req.MaxArgsBytes != maxArgs {
+	if n.maxArgs > 0 && req.MaxArgsBytes != n.maxArgs {
 		r := *req
-		r.MaxArgsBytes = maxArgs
+		r.MaxArgsBytes = n.maxArgs
 		req = &r
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a capped call's connection is closed, not drained
+	content, reasoning := n.redact.Stream(), n.redact.Stream()
 	used := 0
 	err := n.Backend.Chat(ctx, req, func(c Chunk) error {
+		if !n.redact.Empty() {
+			c.Content, c.Reasoning = content.Feed(c.Content), reasoning.Feed(c.Reasoning)
+			if c.FinishReason != "" {
+				c.Content += content.Flush()
+				c.Reasoning += reasoning.Flush()
+				for i := range c.ToolCalls {
+					c.ToolCalls[i].Arguments = n.redact.Values(c.ToolCalls[i].Arguments)
+				}
+			}
+			if c.Empty() {
+				return nil // all held back: it may be the start of a secret
+			}
+		}
 		size := len(c.Content) + len(c.Reasoning)
 		if used+size <= limit {
 			used += size

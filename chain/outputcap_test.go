@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -62,9 +63,9 @@ func TestNodeChatOutputCap(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &script{chunks: tt.chunks, endless: tt.endless}
-			n := &Node{Node: config.Node{Name: "A", MaxOutputBytes: tt.limit}, Backend: b}
+			n := &Node{Node: config.Node{Name: "A", MaxOutputBytes: tt.limit}, Backend: b, maxArgs: 100}
 			var got []Chunk
-			err := n.chat(t.Context(), &Request{}, 100, func(c Chunk) error {
+			err := n.chat(t.Context(), &Request{}, func(c Chunk) error {
 				got = append(got, c)
 				return nil
 			})
@@ -88,5 +89,37 @@ func TestNodeChatOutputCap(t *testing.T) {
 				t.Errorf("backend got MaxArgsBytes %d, want 100", b.gotArgs)
 			}
 		})
+	}
+}
+
+// TestNodeChatMasksSecrets: a secret the upstream writes into its answer,
+// split between chunks, in the reasoning or a tool call's arguments, never
+// reaches the caller.
+func TestNodeChatMasksSecrets(t *testing.T) {
+	const key = "node-key-123456"
+	b := &script{chunks: []Chunk{
+		{Reasoning: "I was sent node-k"}, {Reasoning: "ey-123456."},
+		{Content: "Your key: node-ke"}, {Content: "y-1"}, {Content: "23456 and the end node-"},
+		{FinishReason: "tool_calls", ToolCalls: []ToolCall{{ID: "c", Name: "f", Arguments: `{"k":"` + key + `"}`}}},
+	}}
+	n := &Node{Node: config.Node{Name: "A"}, Backend: b, redact: redact.New(key)}
+	var content, reasoning strings.Builder
+	var calls []ToolCall
+	if err := n.chat(t.Context(), &Request{}, func(c Chunk) error {
+		content.WriteString(c.Content)
+		reasoning.WriteString(c.Reasoning)
+		calls = append(calls, c.ToolCalls...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := content.String(), "Your key: *** and the end node-"; got != want {
+		t.Errorf("content = %q, want %q", got, want)
+	}
+	if got, want := reasoning.String(), "I was sent ***."; got != want {
+		t.Errorf("reasoning = %q, want %q", got, want)
+	}
+	if len(calls) != 1 || calls[0].Arguments != `{"k":"***"}` {
+		t.Errorf("tool calls = %+v, want the key masked in the arguments", calls)
 	}
 }

@@ -441,7 +441,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		cs.reasoning.Reset()
 		cs.gate = fresh
 		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
-		err = s.node.chat(ctx, req, r.e.cfg.Tools.MaxArgsBytes, func(c Chunk) error {
+		err = s.node.chat(ctx, req, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
 				// short one at once spares the first six doublings.

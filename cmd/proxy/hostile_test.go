@@ -72,7 +72,8 @@ func echoUpstream(t *testing.T) *httptest.Server {
 		}}
 		finish := "tool_calls"
 		if slices.ContainsFunc(req.Messages, func(m struct{ Role, Content string }) bool { return m.Role == "tool" }) {
-			msg, finish = map[string]any{"role": "assistant", "content": "the tools answered"}, "stop"
+			// A hostile upstream writes the key it got into its answer.
+			msg, finish = map[string]any{"role": "assistant", "content": "the tools answered; you sent me " + r.Header.Get("Authorization")}, "stop"
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"id": "x", "object": "chat.completion", "created": 1, "model": req.Model,
@@ -154,7 +155,7 @@ tools:
 		}
 	}
 	// The servers did echo: the test would prove nothing otherwise.
-	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***"} {
+	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no output shows the echo %q: the hostile servers did not do their part\n%.3000s", want, all)
 		}

@@ -126,8 +126,11 @@ func hasScheme(s string) bool {
 // for concurrent use, meant to be built once and passed around by value.
 type Redactor struct {
 	r *strings.Replacer
-	// secrets are the values masked, longest first, for Secrets and tests.
+	// secrets are the values masked, longest first.
 	secrets []string
+	// first marks the bytes a secret starts with, so that Stream rules out
+	// most tails with one lookup.
+	first *[256]bool
 }
 
 // New returns a Redactor of the given secret values; values shorter than
@@ -149,7 +152,11 @@ func New(secrets ...string) Redactor {
 	for _, s := range keep {
 		pairs = append(pairs, s, Mask)
 	}
-	return Redactor{r: strings.NewReplacer(pairs...), secrets: keep}
+	first := new([256]bool)
+	for _, s := range keep {
+		first[s[0]] = true
+	}
+	return Redactor{r: strings.NewReplacer(pairs...), secrets: keep, first: first}
 }
 
 // String masks the secrets in s.
