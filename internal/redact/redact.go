@@ -161,10 +161,7 @@ func New(secrets ...string) Redactor {
 
 // String masks the secrets in s.
 func (r Redactor) String(s string) string {
-	if r.r != nil && s != "" {
-		s = r.r.Replace(s)
-	}
-	return patterns(s)
+	return patterns(r.Values(s))
 }
 
 // Empty reports whether r knows no configured secret.

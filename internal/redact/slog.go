@@ -23,7 +23,20 @@ type handler struct {
 func (h *handler) Enabled(ctx context.Context, l slog.Level) bool { return h.next.Enabled(ctx, l) }
 
 func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
-	out := slog.NewRecord(rec.Time, rec.Level, h.r.String(rec.Message), rec.PC)
+	msg := h.r.String(rec.Message)
+	changed := msg != rec.Message
+	if !changed {
+		// Most lines hold no secret: pass them on as they are, without
+		// building a second record.
+		rec.Attrs(func(a slog.Attr) bool {
+			changed = !h.attr(a).Equal(a)
+			return !changed
+		})
+		if !changed {
+			return h.next.Handle(ctx, rec)
+		}
+	}
+	out := slog.NewRecord(rec.Time, rec.Level, msg, rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
 		out.AddAttrs(h.attr(a))
 		return true
