@@ -24,15 +24,16 @@ var errOutputCap = errors.New("output cap reached")
 //     an upstream streaming without end costs the proxy the cap, not what
 //     it sent;
 //   - backends keep tool call arguments up to tools.max_args_bytes+1
-//     bytes (see Request.MaxArgsBytes).
+//     bytes each (see Request.MaxArgsBytes), and max_output_bytes for
+//     all the answer's calls together (Request.MaxCallsBytes).
 func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
 	limit := n.MaxOutputBytes
 	if limit <= 0 {
 		limit = config.DefaultMaxOutputBytes
 	}
-	if n.maxArgs > 0 && req.MaxArgsBytes != n.maxArgs {
+	if req.MaxArgsBytes != n.maxArgs || req.MaxCallsBytes != limit {
 		r := *req
-		r.MaxArgsBytes = n.maxArgs
+		r.MaxArgsBytes, r.MaxCallsBytes = n.maxArgs, limit
 		req = &r
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -90,7 +90,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
 		defer cancel()
 	}
-	st := Stream{MaxArgs: req.MaxArgsBytes}
+	st := Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
 	err = b.chat(ctx, creq, req.Idle, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
 		if c.Empty() {
@@ -368,9 +368,14 @@ type Stream struct {
 	// MaxArgs, when positive, keeps at most MaxArgs+1 bytes of a call's
 	// arguments (see chain.Request.MaxArgsBytes).
 	MaxArgs int
-	think   chain.ThinkSplitter
-	calls   []chain.ToolCall
-	done    bool
+	// MaxCallsBytes, when positive, caps the arguments of all the calls
+	// together: calls that would go past it are dropped.
+	MaxCallsBytes int
+	// total counts the arguments kept.
+	total int
+	think chain.ThinkSplitter
+	calls []chain.ToolCall
+	done  bool
 }
 
 // Add translates one line. Reasoning comes from the native "thinking" field
@@ -391,6 +396,10 @@ func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
 		if s.MaxArgs > 0 && len(c.Arguments) > s.MaxArgs+1 {
 			c.Arguments = c.Arguments[:s.MaxArgs+1]
 		}
+		if s.MaxCallsBytes > 0 && s.total+len(c.Arguments) > s.MaxCallsBytes {
+			break
+		}
+		s.total += len(c.Arguments)
 		s.calls = append(s.calls, c)
 	}
 	if !resp.Done {

@@ -109,9 +109,9 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// A server may answer a stream request with one JSON object (some
 	// ignore "stream"): it is read as the whole answer it is.
 	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return b.readWhole(ctx, resp.Body, resp.ContentLength, req.MaxArgsBytes, fn)
+		return b.readWhole(ctx, resp.Body, resp.ContentLength, newStream(req), fn)
 	}
-	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), req.MaxArgsBytes, fn)
+	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), newStream(req), fn)
 }
 
 // post sends a chat completion request. A status of 400 or more comes back
@@ -198,13 +198,17 @@ func eventErrorMessage(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// readStream reads the server-sent events of a streamed answer. A tool
-// call's arguments are kept up to maxArgs+1 bytes (chain.Request.MaxArgsBytes);
-// once one goes over, the rest of the answer is not read.
-func (b *Backend) readStream(ctx context.Context, body io.Reader, maxArgs int, fn func(chain.Chunk) error) error {
+// newStream is the Stream of one call, with the request's caps on tool
+// call arguments.
+func newStream(req *chain.Request) Stream {
+	return Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
+}
+
+// readStream reads the server-sent events of a streamed answer into st.
+// Once a tool call goes over st's caps, the rest of the answer is not read.
+func (b *Backend) readStream(ctx context.Context, body io.Reader, st Stream, fn func(chain.Chunk) error) error {
 	r := newSSEReader(body)
 	defer r.release()
-	st := Stream{MaxArgs: maxArgs}
 	for {
 		data, err := r.next()
 		if errors.Is(err, io.EOF) {
@@ -317,8 +321,13 @@ type Stream struct {
 	// bytes: a call over MaxArgs is known by its length (see
 	// chain.Request.MaxArgsBytes) and nothing more of it is held.
 	MaxArgs int
-	// over is set once a call's arguments went past MaxArgs.
+	// MaxCallsBytes, when positive, caps the arguments of all the calls
+	// together: the call that would go past it is dropped.
+	MaxCallsBytes int
+	// over is set once a call went past a cap; total counts the
+	// arguments kept.
 	over   bool
+	total  int
 	think  chain.ThinkSplitter
 	calls  []*pendingCall
 	finish string
@@ -326,10 +335,12 @@ type Stream struct {
 }
 
 type pendingCall struct {
-	index int
-	id    string
-	name  string
-	args  strings.Builder
+	// dropped: the call went past Stream.MaxCallsBytes.
+	dropped bool
+	index   int
+	id      string
+	name    string
+	args    strings.Builder
 }
 
 // answerMessage is what the proxy reads of a chunk's delta or of a whole
@@ -430,14 +441,25 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	return c, nil
 }
 
-// addArgs appends a fragment of arguments to pc, up to MaxArgs+1 bytes.
+// addArgs appends a fragment of arguments to pc, up to MaxArgs+1 bytes,
+// and drops pc when the calls together would go past MaxCallsBytes.
 func (s *Stream) addArgs(pc *pendingCall, frag string) {
+	if pc.dropped {
+		return
+	}
 	if s.MaxArgs > 0 {
 		if room := s.MaxArgs + 1 - pc.args.Len(); len(frag) >= room {
 			frag = frag[:room]
 			s.over = true
 		}
 	}
+	if s.MaxCallsBytes > 0 && s.total+len(frag) > s.MaxCallsBytes {
+		s.total -= pc.args.Len()
+		pc.dropped, pc.args = true, strings.Builder{}
+		s.over = true
+		return
+	}
+	s.total += len(frag)
 	pc.args.WriteString(frag)
 }
 
@@ -486,6 +508,9 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	c.Content, c.Reasoning = s.think.Flush()
 	slices.SortFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
 	for _, pc := range s.calls {
+		if pc.dropped {
+			continue
+		}
 		id := pc.id
 		if id == "" {
 			id = "call_" + rand.Text()
@@ -515,7 +540,7 @@ type wholeResponse struct {
 
 // readWhole reads an unstreamed answer and delivers it as the chunks a
 // stream would have given: content and reasoning, then the last chunk.
-func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, maxArgs int, fn func(chain.Chunk) error) error {
+func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, st Stream, fn func(chain.Chunk) error) error {
 	var buf bytes.Buffer
 	if size > 0 && size < maxWholeBody {
 		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
@@ -534,7 +559,6 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, max
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
 	}
 	m := &wr.Choices[0].Message
-	st := Stream{MaxArgs: maxArgs}
 	if c := st.text(m); !c.Empty() {
 		if err := fn(c); err != nil {
 			return err

@@ -701,3 +701,24 @@ func TestStreamMaxArgs(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamMaxCallsBytes: calls whose arguments together would go past
+// MaxCallsBytes are dropped, whole, and the stream is marked over so that
+// the rest of the answer is not read.
+func TestStreamMaxCallsBytes(t *testing.T) {
+	s := Stream{MaxArgs: 100, MaxCallsBytes: 20}
+	for _, e := range []string{
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":\"0123456\"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"b\":"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"0123456789\"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	} {
+		if _, err := s.Add([]byte(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := s.Finish()
+	if len(last.ToolCalls) != 1 || last.ToolCalls[0].ID != "a" || !s.over {
+		t.Errorf("calls %+v, over %v; want only call a, over", last.ToolCalls, s.over)
+	}
+}
