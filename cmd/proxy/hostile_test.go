@@ -2,18 +2,22 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Hostile servers: an upstream and a tool endpoint that echo every secret
@@ -31,6 +35,8 @@ const (
 	toolQuery  = "tool-query-FFFF123"
 	toolBearer = "tool-bearer-GGGG123"
 	toolKey    = "hf_toolkeyHHHH123"
+	mcpBearer  = "mcp-bearer-IIII123"
+	mcpEnv     = "mcp-env-token-JJJJ123"
 )
 
 // dumpHeaders is every header of r and its URL, as an echoing server shows
@@ -69,6 +75,8 @@ func echoUpstream(t *testing.T) *httptest.Server {
 		msg := map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{
 			map[string]any{"id": "call_1", "type": "function", "function": map[string]any{"name": "echo_ok", "arguments": "{}"}},
 			map[string]any{"id": "call_2", "type": "function", "function": map[string]any{"name": "echo_err", "arguments": "{}"}},
+			map[string]any{"id": "call_3", "type": "function", "function": map[string]any{"name": "web__whoami", "arguments": "{}"}},
+			map[string]any{"id": "call_4", "type": "function", "function": map[string]any{"name": "loc__env", "arguments": "{}"}},
 		}}
 		finish := "tool_calls"
 		if slices.ContainsFunc(req.Messages, func(m struct{ Role, Content string }) bool { return m.Role == "tool" }) {
@@ -96,8 +104,32 @@ func echoTool(t *testing.T) *httptest.Server {
 	return s
 }
 
+// echoMCP is a streamable HTTP MCP server whose tool whoami answers with
+// the headers it got.
+func echoMCP(t *testing.T) *httptest.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "echo", Version: "1"}, nil)
+	s.AddTool(&sdk.Tool{Name: "whoami", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var lines []string
+			if req.Extra != nil {
+				for k, v := range req.Extra.Header {
+					lines = append(lines, k+": "+strings.Join(v, ","))
+				}
+			}
+			sort.Strings(lines)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "you sent " + strings.Join(lines, "\n")}}}, nil
+		})
+	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
 func TestEchoedSecretsNeverLeave(t *testing.T) {
-	up, tool := echoUpstream(t), echoTool(t)
+	up, tool, mcpSrv := echoUpstream(t), echoTool(t), echoMCP(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	nodeURL := strings.Replace(up.URL, "http://", "http://nodeuser:"+nodePass+"@", 1) + "/v1"
 	cfg := fmt.Sprintf(`server: {addr: "127.0.0.1:0", api_keys: [%q]}
 nodes:
@@ -112,8 +144,12 @@ tools:
   http:
     - {name: echo_ok, url: %q, read_only: true, headers: {Authorization: "Bearer %s", X-Api-Key: %q}}
     - {name: echo_err, url: %q, read_only: true, headers: {Authorization: "Bearer %s", X-Api-Key: %q}}
+  mcp:
+    - {name: web, url: %q, headers: {Authorization: "Bearer %s"}}
+    - {name: loc, command: [%q], env: {%s: "1", MCP_TOKEN: %q}, read_only_tools: [env]}
 `, serverKey, up.URL+"/v1", groqKey, nodeURL, vllmToken, t.TempDir(),
-		tool.URL+"/ok?token="+toolQuery, toolBearer, toolKey, tool.URL+"/err?token="+toolQuery, toolBearer, toolKey)
+		tool.URL+"/ok?token="+toolQuery, toolBearer, toolKey, tool.URL+"/err?token="+toolQuery, toolBearer, toolKey,
+		mcpSrv.URL, mcpBearer, exe, serveEnv, mcpEnv)
 	base, logs, stop, code := startProxy(t, cfg, "-log-level", "debug", "-log-prompts")
 
 	var outputs []string
@@ -142,7 +178,7 @@ tools:
 	<-code
 	outputs = append(outputs, "log: "+logs.String())
 
-	secrets := []string{serverKey, groqKey, vllmToken, nodePass, toolQuery, toolBearer, toolKey,
+	secrets := []string{serverKey, groqKey, vllmToken, nodePass, toolQuery, toolBearer, toolKey, mcpBearer, mcpEnv,
 		base64.StdEncoding.EncodeToString([]byte("nodeuser:" + nodePass))}
 	all := strings.Join(outputs, "\n")
 	for _, s := range secrets {
@@ -155,7 +191,7 @@ tools:
 		}
 	}
 	// The servers did echo: the test would prove nothing otherwise.
-	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***"} {
+	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***", "MCP_TOKEN=***", "Authorization: Bearer ***"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no output shows the echo %q: the hostile servers did not do their part\n%.3000s", want, all)
 		}

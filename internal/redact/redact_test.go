@@ -131,7 +131,12 @@ func TestHandler(t *testing.T) {
 					slog.Group("g", "inner", s), "struct", leaky{s})
 				log.With("fixed", s).WithGroup("grp").Info("x", "v", s)
 			}
+			// Lines with nothing to mask pass whole, whatever their values.
+			log.Info("plain line", "list", []string{"a"}, slog.Group("g", "x", 1), "err", errors.New("plain error"), "struct", leaky{"none"}, "raw", []byte("b"))
 			out := buf.String()
+			if !strings.Contains(out, "plain error") || !strings.Contains(out, "none") {
+				t.Errorf("a line with nothing to mask lost its values:\n%s", out)
+			}
 			for _, s := range hostileSecrets {
 				if strings.Contains(out, s) {
 					t.Errorf("log output holds secret %q:\n%s", s, out)

@@ -8,9 +8,10 @@ import (
 
 // Handler returns a slog.Handler that masks r's secrets in every record's
 // message and string-like attributes (strings, errors, Stringers, string
-// slices, in groups too) before passing it to next. Wrapping the process's
-// one handler with it means no log call site can leak a configured secret,
-// at any level.
+// slices, byte slices, and any other value whose text holds a secret, in
+// groups too) before passing it to next. Wrapping the process's one
+// handler with it means no log call site can leak a configured secret, at
+// any level.
 func (r Redactor) Handler(next slog.Handler) slog.Handler {
 	return &handler{r: r, next: next}
 }
@@ -29,7 +30,7 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 		// Most lines hold no secret: pass them on as they are, without
 		// building a second record.
 		rec.Attrs(func(a slog.Attr) bool {
-			changed = !h.attr(a).Equal(a)
+			_, changed = h.attr(a)
 			return !changed
 		})
 		if !changed {
@@ -38,7 +39,8 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 	}
 	out := slog.NewRecord(rec.Time, rec.Level, msg, rec.PC)
 	rec.Attrs(func(a slog.Attr) bool {
-		out.AddAttrs(h.attr(a))
+		clean, _ := h.attr(a)
+		out.AddAttrs(clean)
 		return true
 	})
 	return h.next.Handle(ctx, out)
@@ -47,7 +49,7 @@ func (h *handler) Handle(ctx context.Context, rec slog.Record) error {
 func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	clean := make([]slog.Attr, len(attrs))
 	for i, a := range attrs {
-		clean[i] = h.attr(a)
+		clean[i], _ = h.attr(a)
 	}
 	return &handler{r: h.r, next: h.next.WithAttrs(clean)}
 }
@@ -56,42 +58,57 @@ func (h *handler) WithGroup(name string) slog.Handler {
 	return &handler{r: h.r, next: h.next.WithGroup(name)}
 }
 
-// attr masks one attribute; values that cannot hold text pass as they are.
-func (h *handler) attr(a slog.Attr) slog.Attr {
+// attr masks one attribute and reports whether that changed it; values
+// that cannot hold text pass as they are.
+func (h *handler) attr(a slog.Attr) (slog.Attr, bool) {
 	v := a.Value.Resolve()
+	text := func(s string) (slog.Attr, bool) {
+		clean := h.r.String(s)
+		return slog.String(a.Key, clean), clean != s
+	}
 	switch v.Kind() {
 	case slog.KindString:
-		return slog.String(a.Key, h.r.String(v.String()))
+		if clean := h.r.String(v.String()); clean != v.String() {
+			return slog.String(a.Key, clean), true
+		}
 	case slog.KindGroup:
 		g := v.Group()
 		clean := make([]any, len(g))
+		changed := false
 		for i, ga := range g {
-			clean[i] = h.attr(ga)
+			c, ch := h.attr(ga)
+			clean[i], changed = c, changed || ch
 		}
-		return slog.Group(a.Key, clean...)
+		if changed {
+			return slog.Group(a.Key, clean...), true
+		}
 	case slog.KindAny:
 		switch x := v.Any().(type) {
 		case error:
-			return slog.String(a.Key, h.r.String(x.Error()))
+			return text(x.Error())
 		case fmt.Stringer:
-			return slog.String(a.Key, h.r.String(x.String()))
+			return text(x.String())
+		case []byte:
+			return text(string(x))
 		case []string:
 			clean := make([]string, len(x))
+			changed := false
 			for i, s := range x {
 				clean[i] = h.r.String(s)
+				changed = changed || clean[i] != s
 			}
-			return slog.Any(a.Key, clean)
-		case []byte:
-			return slog.String(a.Key, h.r.String(string(x)))
+			if changed {
+				return slog.Any(a.Key, clean), true
+			}
 		case nil:
 		default:
 			// A struct, a map: kept as it is unless its text holds a
 			// secret, then logged as that text, masked.
-			text := fmt.Sprintf("%+v", x)
-			if clean := h.r.String(text); clean != text {
-				return slog.String(a.Key, clean)
+			s := fmt.Sprintf("%+v", x)
+			if clean := h.r.String(s); clean != s {
+				return slog.String(a.Key, clean), true
 			}
 		}
 	}
-	return slog.Attr{Key: a.Key, Value: v}
+	return slog.Attr{Key: a.Key, Value: v}, false
 }
