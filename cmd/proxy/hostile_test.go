@@ -171,6 +171,13 @@ tools:
 	do("GET", "/v1/chain/traces/"+resp.Header.Get("X-Chain-Trace-Id"), "")
 	resp = do("POST", "/v1/chat/completions", ask+`,"stream":true}`)
 	do("GET", "/v1/chain/traces/"+resp.Header.Get("X-Chain-Trace-Id"), "")
+	// Straight to the node that echoes its key in a 401: an error answer,
+	// whole and streamed, with its trace.
+	resp = do("POST", "/v1/chat/completions", `{"model":"B","messages":[{"role":"user","content":"hi"}]}`)
+	if resp.StatusCode < 400 {
+		t.Errorf("model B: status %d, want an error answer", resp.StatusCode)
+	}
+	do("POST", "/v1/chat/completions", `{"model":"B","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 	do("POST", "/chat", `{"message":"call the tools","mode":"reflexive","stream":true}`)
 	do("POST", "/chat", `{"message":"call the tools","mode":"reflexive"}`)
 	do("GET", "/readyz", "")
