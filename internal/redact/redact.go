@@ -167,9 +167,6 @@ func (r Redactor) String(s string) string {
 // Empty reports whether r knows no configured secret.
 func (r Redactor) Empty() bool { return r.r == nil }
 
-// Secrets returns how many values r masks by value.
-func (r Redactor) Secrets() int { return len(r.secrets) }
-
 // FromConfig gathers every secret the configuration holds: server
 // api_keys, each node's api_key, the user-info (and its base64, as sent
 // in "Authorization: Basic") and query values of every configured URL,

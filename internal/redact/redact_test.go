@@ -107,7 +107,7 @@ func TestNewLongestFirst(t *testing.T) {
 		t.Errorf("String = %q, want %q", got, want)
 	}
 	if r := New("short", ""); !r.Empty() {
-		t.Errorf("New of values under MinSecret = %d secrets, want none", r.Secrets())
+		t.Errorf("New of values under MinSecret = %d secrets, want none", len(r.secrets))
 	}
 }
 

@@ -57,3 +57,23 @@ func BenchmarkStreamFeed(b *testing.B) {
 		s.Flush()
 	}
 }
+
+// FuzzStream: whatever the text and wherever it is split, the Stream lets
+// out the text masked as a whole, and no secret.
+func FuzzStream(f *testing.F) {
+	f.Add("key gsk_abcdef12 and gsk_abc", uint8(3))
+	f.Add("abcabcabcdabcd", uint8(1))
+	f.Fuzz(func(t *testing.T, text string, size uint8) {
+		r := New("gsk_abcdef12", "abcabcd", "cdabcd")
+		n := int(size%16) + 1
+		s := r.Stream()
+		var out strings.Builder
+		for i := 0; i < len(text); i += n {
+			out.WriteString(s.Feed(text[i:min(i+n, len(text))]))
+		}
+		out.WriteString(s.Flush())
+		if want := r.Values(text); out.String() != want {
+			t.Fatalf("pieces of %d of %q: got %q, want %q", n, text, out.String(), want)
+		}
+	})
+}
