@@ -401,6 +401,11 @@ func (m *Manager) connect(ctx context.Context, s *server) (*sdk.ClientSession, e
 	defer cancel()
 	sess, err := client.Connect(cctx, t, nil)
 	if err != nil {
+		if re := origin.Cause(err); re != nil {
+			// Only the status and host: the SDK's and Go's wrappings
+			// name the target's whole URL, which its server chose.
+			err = re
+		}
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return sess, nil
