@@ -298,5 +298,5 @@ func NewHTTPClient(node config.Node) *http.Client {
 	// A node's API never redirects a chat call: a 3xx is a misconfigured
 	// base_url or a hostile server, and following it would send the
 	// prompt and the node's key elsewhere.
-	return &http.Client{Transport: t, CheckRedirect: origin.CheckRedirect(false)}
+	return &http.Client{Transport: boundedTransport{t}, CheckRedirect: origin.CheckRedirect(false)}
 }

@@ -2,7 +2,9 @@ package openai
 
 import (
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,5 +49,29 @@ func TestNodeRedirects(t *testing.T) {
 				t.Errorf("the redirect target received %d requests, want 0", n)
 			}
 		})
+	}
+}
+
+// TestProbeHugeAnswer: a node answering its probe with 100 MiB costs the
+// proxy at most chain.MaxBodyBytes: the probe fails saying the answer was
+// too large.
+func TestProbeHugeAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"data":"`)
+		chunk := strings.Repeat("x", 64<<10)
+		for range 1600 {
+			if _, err := io.WriteString(w, chunk); err != nil {
+				return
+			}
+		}
+		io.WriteString(w, `"}`)
+	}))
+	defer srv.Close()
+	base := srv.URL + "/v1"
+	b := New(config.Node{Name: "N", Provider: config.ProviderOpenAI, BaseURL: base, Model: "m", Timeout: 5 * time.Second, ConnectTimeout: time.Second}, nil)
+	err := b.Probe(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("Probe error = %.300v; want the answer said too large", err)
 	}
 }
