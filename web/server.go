@@ -160,10 +160,18 @@ func (s *Server) recoverer(c *gin.Context) {
 	c.Next()
 }
 
-// fail writes err as OpenAI error JSON with its status.
-func (s *Server) fail(c *gin.Context, err error) {
+// statusFor is the package's statusFor with the configured secrets masked
+// in the message: every error answer, whole or at the end of a stream,
+// goes through it.
+func (s *Server) statusFor(err error) (int, errorObject) {
 	status, obj := statusFor(err)
 	obj.Message = s.redact.String(obj.Message)
+	return status, obj
+}
+
+// fail writes err as OpenAI error JSON with its status.
+func (s *Server) fail(c *gin.Context, err error) {
+	status, obj := s.statusFor(err)
 	if status == StatusClientClosed {
 		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
 		c.Status(status)
