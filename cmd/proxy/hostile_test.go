@@ -37,6 +37,7 @@ const (
 	toolKey    = "hf_toolkeyHHHH123"
 	mcpBearer  = "mcp-bearer-IIII123"
 	mcpEnv     = "mcp-env-token-JJJJ123"
+	cToken     = "cnode-token-LLLL123"
 )
 
 // dumpHeaders is every header of r and its URL, as an echoing server shows
@@ -66,6 +67,13 @@ func echoUpstream(t *testing.T) *httptest.Server {
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			t.Errorf("upstream: %v", err)
+		}
+		if req.Model == "c" {
+			// Fails mid-stream, in an error event that echoes the key.
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hello\"}}]}\n\n")
+			sseEvent(w, map[string]any{"error": map[string]any{"message": "quota exceeded for key " + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")}})
+			return
 		}
 		if req.Model == "b" {
 			w.WriteHeader(http.StatusUnauthorized)
@@ -135,6 +143,7 @@ func TestEchoedSecretsNeverLeave(t *testing.T) {
 nodes:
   - {name: A, provider: openai, base_url: %q, model: a, api_key: %q}
   - {name: B, provider: openai, base_url: %q, model: b, api_key: %q}
+  - {name: C, provider: openai, base_url: %q, model: c, api_key: %q}
 chain:
   stages: [{node: A, max_turns: 3, tools: true}, {node: B, max_turns: 1}]
   simple_node: A
@@ -147,7 +156,7 @@ tools:
   mcp:
     - {name: web, url: %q, headers: {Authorization: "Bearer %s"}}
     - {name: loc, command: [%q], env: {%s: "1", MCP_TOKEN: %q}, read_only_tools: [env]}
-`, serverKey, up.URL+"/v1", groqKey, nodeURL, vllmToken, t.TempDir(),
+`, serverKey, up.URL+"/v1", groqKey, nodeURL, vllmToken, up.URL+"/v1", cToken, t.TempDir(),
 		tool.URL+"/ok?token="+toolQuery, toolBearer, toolKey, tool.URL+"/err?token="+toolQuery, toolBearer, toolKey,
 		mcpSrv.URL, mcpBearer, exe, serveEnv, mcpEnv)
 	base, logs, stop, code := startProxy(t, cfg, "-log-level", "debug", "-log-prompts")
@@ -178,6 +187,9 @@ tools:
 		t.Errorf("model B: status %d, want an error answer", resp.StatusCode)
 	}
 	do("POST", "/v1/chat/completions", `{"model":"B","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	// A node failing after the stream began: the error chunk.
+	do("POST", "/v1/chat/completions", `{"model":"C","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	do("POST", "/chat", `{"message":"hi","mode":"simple","stream":true}`)
 	do("POST", "/chat", `{"message":"call the tools","mode":"reflexive","stream":true}`)
 	do("POST", "/chat", `{"message":"call the tools","mode":"reflexive"}`)
 	do("GET", "/readyz", "")
@@ -185,7 +197,7 @@ tools:
 	<-code
 	outputs = append(outputs, "log: "+logs.String())
 
-	secrets := []string{serverKey, groqKey, vllmToken, nodePass, toolQuery, toolBearer, toolKey, mcpBearer, mcpEnv,
+	secrets := []string{serverKey, groqKey, vllmToken, nodePass, toolQuery, toolBearer, toolKey, mcpBearer, mcpEnv, cToken,
 		base64.StdEncoding.EncodeToString([]byte("nodeuser:" + nodePass))}
 	all := strings.Join(outputs, "\n")
 	for _, s := range secrets {
@@ -198,7 +210,7 @@ tools:
 		}
 	}
 	// The servers did echo: the test would prove nothing otherwise.
-	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***", "MCP_TOKEN=***", "Authorization: Bearer ***"} {
+	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***", "MCP_TOKEN=***", "Authorization: Bearer ***", "quota exceeded for key ***"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no output shows the echo %q: the hostile servers did not do their part\n%.3000s", want, all)
 		}
