@@ -41,11 +41,18 @@ const (
 )
 
 // dumpHeaders is every header of r and its URL, as an echoing server shows
-// them.
+// them, and each credential bare: without its scheme, or a query value
+// unescaped, so that only masking by value can catch it.
 func dumpHeaders(r *http.Request) string {
 	var lines []string
 	for k, v := range r.Header {
 		lines = append(lines, k+": "+strings.Join(v, ","))
+		if f := strings.Fields(strings.Join(v, " ")); len(f) > 1 {
+			lines = append(lines, "bare "+f[len(f)-1])
+		}
+	}
+	for _, v := range r.URL.Query() {
+		lines = append(lines, "bare "+strings.Join(v, " "))
 	}
 	sort.Strings(lines)
 	return r.URL.String() + "\n" + strings.Join(lines, "\n")
@@ -121,7 +128,7 @@ func echoMCP(t *testing.T) *httptest.Server {
 			var lines []string
 			if req.Extra != nil {
 				for k, v := range req.Extra.Header {
-					lines = append(lines, k+": "+strings.Join(v, ","))
+					lines = append(lines, k+": "+strings.Join(v, ","), "bare "+strings.TrimPrefix(strings.Join(v, ","), "Bearer "))
 				}
 			}
 			sort.Strings(lines)
@@ -210,7 +217,7 @@ tools:
 		}
 	}
 	// The servers did echo: the test would prove nothing otherwise.
-	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***", "MCP_TOKEN=***", "Authorization: Bearer ***", "quota exceeded for key ***"} {
+	for _, want := range []string{"X-Api-Key: ***", "invalid api key Bearer ***", "you sent me Bearer ***", "MCP_TOKEN=***", "Authorization: Bearer ***", "quota exceeded for key ***", "bare ***"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no output shows the echo %q: the hostile servers did not do their part\n%.3000s", want, all)
 		}
