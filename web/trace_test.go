@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +13,13 @@ import (
 // TestStageOutputCappedInResponseWholeInStore: a stage's long output is cut
 // in the answer's trace, with a note, and whole in the stored trace.
 func TestStageOutputCappedInResponseWholeInStore(t *testing.T) {
-	long := strings.Repeat("word ", 2000) // 10000 bytes
+	// 10000 bytes of words that differ: one word said 2000 times would be
+	// a repetition loop, cut to its first copy (issue 25).
+	var b strings.Builder
+	for i := 0; b.Len() < 10000; i++ {
+		fmt.Fprintf(&b, "word%d ", i)
+	}
+	long := b.String()[:10000]
 	s := newTestServer(t, `
 nodes:
   - {name: A, provider: mock, mock: {turns: [{content: "`+long+`", reasoning: "short thought"}]}}
