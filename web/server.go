@@ -159,7 +159,8 @@ func (s *Server) recoverer(c *gin.Context) {
 	c.Next()
 }
 
-// fail writes err as OpenAI error JSON with its status.
+// fail writes err as OpenAI error JSON with its status, or in Ollama's
+// shape on Ollama's paths.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, obj := statusFor(err)
 	obj.Message = redact.Text(obj.Message, s.secrets...)
@@ -177,6 +178,12 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	if status >= 500 {
 		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
+	}
+	if ollamaPath(c.Request.URL.Path) {
+		// Ollama's clients read {"error": "…"}; an OpenAI error object
+		// there would reach their users as raw JSON.
+		c.JSON(status, ollamaErrorBody{Error: obj.Message})
+		return
 	}
 	c.JSON(status, errorBody{Error: obj})
 }
