@@ -110,6 +110,8 @@ func New(o Options) *Server {
 
 	api := r.Group("/", s.auth)
 	api.POST("/v1/chat/completions", s.chatCompletions)
+	api.POST("/v1/responses", s.responses)
+	api.GET("/v1/responses/:id", s.getResponse)
 	api.GET("/v1/models", s.listModels)
 	// Model ids hold slashes (chain/auto): the id is the rest of the path.
 	api.GET("/v1/models/*id", s.getModel)
