@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -355,5 +356,26 @@ func TestResponsesBadRequests(t *testing.T) {
 				t.Errorf("param = %v, want %s (%s)", e.Error.Param, tc.param, b)
 			}
 		})
+	}
+}
+
+// TestResponsesCodexRequest replays the request Codex CLI 0.169 sent on
+// `codex exec "say hi"` (captured on 2026-11-25 against a logging server;
+// testdata/codex_request.json): its developer messages, function tools,
+// namespace and web_search tools, include, reasoning and client_metadata
+// are taken, the hosted tools left out.
+func TestResponsesCodexRequest(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
+	body, err := os.ReadFile("testdata/codex_request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := s.post(t, "/v1/responses", strings.Replace(string(body), `"model":"chain/reflexive"`, `"model":"chain/simple"`, 1))
+	raw := readAll(t, resp.Body)
+	if resp.StatusCode != 200 || !bytes.Contains(raw, []byte("event: response.completed")) {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	if got, want := resp.Header.Get("X-Chain-Dropped-Tools"), "namespace multi_agent_v1, web_search"; got != want {
+		t.Errorf("X-Chain-Dropped-Tools = %q, want %q", got, want)
 	}
 }
