@@ -17,6 +17,8 @@ import (
 	"github.com/ollama/ollama/api"
 	"github.com/ollama/ollama/types/model"
 
+	"chainproxy/config"
+	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
 )
 
@@ -242,5 +244,18 @@ func TestOllamaErrors(t *testing.T) {
 				t.Errorf("%d %s, want %d with %q", resp.StatusCode, b, tc.status, tc.msg)
 			}
 		})
+	}
+}
+
+// TestOllamaStreamFailure: a node failing once the stream is under way
+// ends it with Ollama's {"error"} line, which its client returns.
+func TestOllamaStreamFailure(t *testing.T) {
+	node := ollamaNode("A", fakeollama.New(t, fakeollama.Reply{Content: []string{"half "}, Error: "runner died"}).URL)
+	_, srv := wireProxy(t, []config.Node{node}, oneStage)
+	var got strings.Builder
+	err := ollamaClient(t, srv.URL).Chat(context.Background(), &api.ChatRequest{Model: "A", Messages: []api.Message{{Role: "user", Content: "hi"}}},
+		func(r api.ChatResponse) error { got.WriteString(r.Message.Content); return nil })
+	if err == nil || !strings.Contains(err.Error(), "runner died") || got.String() != "half " {
+		t.Errorf("err = %v after %q, want the node's failure after its half answer", err, got.String())
 	}
 }

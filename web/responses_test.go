@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -13,7 +14,9 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/oaischema"
+	"chainproxy/internal/redistest"
 	"chainproxy/store"
 )
 
@@ -377,5 +380,60 @@ func TestResponsesCodexRequest(t *testing.T) {
 	}
 	if got, want := resp.Header.Get("X-Chain-Dropped-Tools"), "namespace multi_agent_v1, web_search"; got != want {
 		t.Errorf("X-Chain-Dropped-Tools = %q, want %q", got, want)
+	}
+}
+
+// TestResponsesPreviousAcrossReplicas: a response stored by one replica is
+// continued on another through the Redis they share, and served by id
+// there; a replica with its own memory store does not know it.
+func TestResponsesPreviousAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	cfg := mustConfig(t, testConfig)
+	a, _ := replica(t, cfg, rs.URL())
+	b, _ := replica(t, cfg, rs.URL())
+	lone, _ := replica(t, cfg, "")
+	first := responsesPost(t, a.URL, map[string]any{"model": "chain/simple", "input": "remember the word kiwi", "store": true})
+	if first.status != 200 {
+		t.Fatalf("first: %d %s", first.status, first.raw)
+	}
+	id := first.obj["id"].(string)
+	second := responsesPost(t, b.URL, map[string]any{"model": "chain/simple", "input": "what was the word?", "previous_response_id": id})
+	if second.status != 200 {
+		t.Fatalf("second on the other replica: %d %s", second.status, second.raw)
+	}
+	resp, err := http.Get(b.URL + "/v1/responses/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(got, []byte(id)) {
+		t.Errorf("GET on the other replica: %d %s", resp.StatusCode, got)
+	}
+	if x := responsesPost(t, lone.URL, map[string]any{"model": "chain/simple", "input": "and?", "previous_response_id": id}); x.status != 404 {
+		t.Errorf("replica without the shared store: %d, want 404", x.status)
+	}
+}
+
+// TestResponsesStreamFailure: a node failing before any output gets its
+// status; failing once the stream is under way, the stream ends with
+// response.failed, carrying the error and the trace.
+func TestResponsesStreamFailure(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	x := responsesPost(t, s.URL, map[string]any{"model": "chain/simple", "input": "boom", "stream": true})
+	if x.status != 502 {
+		t.Fatalf("a run failing before any output: %d %s, want 502", x.status, x.raw)
+	}
+	oaischema.Validate(t, "ErrorResponse", x.raw)
+	node := ollamaNode("A", fakeollama.New(t, fakeollama.Reply{Content: []string{"half "}, Error: "runner died"}).URL)
+	_, srv := wireProxy(t, []config.Node{node}, oneStage)
+	x = responsesPost(t, srv.URL, map[string]any{"model": "A", "input": "hi", "stream": true})
+	if x.status != 200 {
+		t.Fatalf("status %d: %s", x.status, x.raw)
+	}
+	last := x.events[len(x.events)-1]
+	r, _ := last["response"].(map[string]any)
+	if last["type"] != "response.failed" || r["status"] != "failed" || !strings.Contains(fmt.Sprint(r["error"]), "runner died") || r["chain"] == nil {
+		t.Errorf("last event = %v", last)
 	}
 }
