@@ -401,6 +401,9 @@ const contentRoom = 512
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
 	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s)}
+	if !s.answers {
+		req.Params.Format = nil
+	}
 	if r.req.Idle != nil {
 		// What follows the call (tools, the next stage) may take time.
 		defer r.req.Idle()

@@ -128,6 +128,13 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 	if req.params, err = ollamaOptions(req.Options); err != nil {
 		return nil, err
 	}
+	if f := bytes.TrimSpace(req.Format); len(f) > 0 && string(f) != "null" && string(f) != `""` {
+		// Ollama takes "json" or a JSON schema object.
+		if string(f) != `"json"` && f[0] != '{' {
+			return nil, invalid("format", `format must be "json" or a JSON schema object`)
+		}
+		req.params.Format = f
+	}
 	return &req, nil
 }
 

@@ -259,3 +259,36 @@ func TestOllamaStreamFailure(t *testing.T) {
 		t.Errorf("err = %v after %q, want the node's failure after its half answer", err, got.String())
 	}
 }
+
+// TestOllamaFormat: format goes to the answering stage's node only, as
+// response_format to an OpenAI node; the earlier stages write notes.
+func TestOllamaFormat(t *testing.T) {
+	u := newAgentUpstreams(t, weatherOnce)
+	srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+	resp, err := http.Post(srv.URL+"/api/chat", "application/json", strings.NewReader(
+		`{"model":"chain/reflexive","stream":false,"format":{"type":"object","properties":{"answer":{"type":"string"}}},"messages":[{"role":"user","content":"compare a and b"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	for _, r := range u.ol1.Requests() {
+		if len(r.Format) != 0 {
+			t.Errorf("OL1, an earlier stage, got format %s", r.Format)
+		}
+	}
+	if b := u.m1.Bodies(); len(b) == 0 || b[0]["response_format"] != nil {
+		t.Errorf("M1, an earlier stage, got %v", b)
+	}
+	b := u.m2.Bodies()
+	rf, _ := json.Marshal(b[len(b)-1]["response_format"])
+	if want := `{"json_schema":{"name":"format","schema":{"properties":{"answer":{"type":"string"}},"type":"object"}},"type":"json_schema"}`; string(rf) != want {
+		t.Errorf("M2's response_format = %s, want %s", rf, want)
+	}
+	bad := ollamaClient(t, srv.URL).Chat(context.Background(), &api.ChatRequest{Model: "chain/auto", Format: json.RawMessage(`7`), Messages: []api.Message{{Role: "user", Content: "hi"}}}, func(api.ChatResponse) error { return nil })
+	if bad == nil || !strings.Contains(bad.Error(), "format must be") {
+		t.Errorf("format 7: %v", bad)
+	}
+}
