@@ -202,7 +202,8 @@ type responseEvent struct {
 	Logprobs       *[]struct{}     `json:"logprobs,omitempty"`
 }
 
-var zero = 0
+// index0 is the only content and summary index the proxy writes: one part per item.
+var index0 = 0
 
 func (e *responsesEncoder) send(ev responseEvent) error {
 	ev.SequenceNumber = e.seq
@@ -264,9 +265,9 @@ func (e *responsesEncoder) begin(kind string) error {
 	}
 	id := e.curID()
 	if kind == "reasoning" {
-		return e.send(responseEvent{Type: "response.reasoning_summary_part.added", ItemID: id, OutputIndex: &idx, SummaryIndex: &zero, Part: summaryText{Type: "summary_text", Text: ""}})
+		return e.send(responseEvent{Type: "response.reasoning_summary_part.added", ItemID: id, OutputIndex: &idx, SummaryIndex: &index0, Part: summaryText{Type: "summary_text", Text: ""}})
 	}
-	return e.send(responseEvent{Type: "response.content_part.added", ItemID: id, OutputIndex: &idx, ContentIndex: &zero, Part: newOutputText("")})
+	return e.send(responseEvent{Type: "response.content_part.added", ItemID: id, OutputIndex: &idx, ContentIndex: &index0, Part: newOutputText("")})
 }
 
 func (e *responsesEncoder) curID() string {
@@ -291,10 +292,10 @@ func (e *responsesEncoder) closeItem() error {
 	if kind == "reasoning" {
 		item := reasoningItem{Type: "reasoning", ID: id, Summary: []summaryText{{Type: "summary_text", Text: text}}}
 		e.output[idx] = item
-		if err := e.send(responseEvent{Type: "response.reasoning_summary_text.done", ItemID: id, OutputIndex: &idx, SummaryIndex: &zero, Text: &text}); err != nil {
+		if err := e.send(responseEvent{Type: "response.reasoning_summary_text.done", ItemID: id, OutputIndex: &idx, SummaryIndex: &index0, Text: &text}); err != nil {
 			return err
 		}
-		if err := e.send(responseEvent{Type: "response.reasoning_summary_part.done", ItemID: id, OutputIndex: &idx, SummaryIndex: &zero, Part: item.Summary[0]}); err != nil {
+		if err := e.send(responseEvent{Type: "response.reasoning_summary_part.done", ItemID: id, OutputIndex: &idx, SummaryIndex: &index0, Part: item.Summary[0]}); err != nil {
 			return err
 		}
 		return e.send(responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: item})
@@ -302,10 +303,10 @@ func (e *responsesEncoder) closeItem() error {
 	part := newOutputText(text)
 	item := messageItem{Type: "message", ID: id, Status: "completed", Role: "assistant", Content: []outputText{part}}
 	e.output[idx] = item
-	if err := e.send(responseEvent{Type: "response.output_text.done", ItemID: id, OutputIndex: &idx, ContentIndex: &zero, Text: &text, Logprobs: &part.Logprobs}); err != nil {
+	if err := e.send(responseEvent{Type: "response.output_text.done", ItemID: id, OutputIndex: &idx, ContentIndex: &index0, Text: &text, Logprobs: &part.Logprobs}); err != nil {
 		return err
 	}
-	if err := e.send(responseEvent{Type: "response.content_part.done", ItemID: id, OutputIndex: &idx, ContentIndex: &zero, Part: part}); err != nil {
+	if err := e.send(responseEvent{Type: "response.content_part.done", ItemID: id, OutputIndex: &idx, ContentIndex: &index0, Part: part}); err != nil {
 		return err
 	}
 	return e.send(responseEvent{Type: "response.output_item.done", OutputIndex: &idx, Item: item})
@@ -324,9 +325,9 @@ func (e *responsesEncoder) delta(kind, text string) error {
 	e.text.WriteString(text)
 	idx := len(e.output) - 1
 	if kind == "reasoning" {
-		return e.send(responseEvent{Type: "response.reasoning_summary_text.delta", ItemID: e.curID(), OutputIndex: &idx, SummaryIndex: &zero, Delta: &text})
+		return e.send(responseEvent{Type: "response.reasoning_summary_text.delta", ItemID: e.curID(), OutputIndex: &idx, SummaryIndex: &index0, Delta: &text})
 	}
-	return e.send(responseEvent{Type: "response.output_text.delta", ItemID: e.curID(), OutputIndex: &idx, ContentIndex: &zero, Delta: &text, Logprobs: &[]struct{}{}})
+	return e.send(responseEvent{Type: "response.output_text.delta", ItemID: e.curID(), OutputIndex: &idx, ContentIndex: &index0, Delta: &text, Logprobs: &[]struct{}{}})
 }
 
 func (e *responsesEncoder) event(ev chain.Event) error {
