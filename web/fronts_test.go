@@ -93,3 +93,29 @@ func TestFrontsMetricsRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestFrontsTokenLimit: an answer cut at the token limit says so in each
+// front's words: finish_reason "length", status "incomplete" with
+// max_output_tokens, done_reason "length".
+func TestFrontsTokenLimit(t *testing.T) {
+	f := fakeollama.New(t, fakeollama.Reply{Content: []string{"cut sho"}, DoneReason: "length"})
+	_, srv := wireProxy(t, []config.Node{ollamaNode("A", f.URL)}, oneStage)
+	ts := &testServer{Server: srv}
+	for _, tc := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"A","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, `"finish_reason":"length"`},
+		{"/v1/chat/completions", `{"model":"A","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, `"finish_reason":"length"`},
+		{"/v1/responses", `{"model":"A","max_output_tokens":3,"input":"hi"}`, `"status":"incomplete"`},
+		{"/v1/responses", `{"model":"A","stream":true,"max_output_tokens":3,"input":"hi"}`, `event: response.incomplete`},
+		{"/api/chat", `{"model":"A","options":{"num_predict":3},"messages":[{"role":"user","content":"hi"}]}`, `"done_reason":"length"`},
+		{"/api/generate", `{"model":"A","stream":false,"options":{"num_predict":3},"prompt":"hi"}`, `"done_reason":"length"`},
+	} {
+		resp := ts.post(t, tc.path, tc.body)
+		b := string(readAll(t, resp.Body))
+		if resp.StatusCode != 200 || !strings.Contains(b, tc.want) {
+			t.Errorf("%s %s: %d %s, want %s", tc.path, tc.body, resp.StatusCode, b, tc.want)
+		}
+		if tc.path == "/v1/responses" && !strings.Contains(b, `"incomplete_details":{"reason":"max_output_tokens"}`) {
+			t.Errorf("%s: no incomplete_details: %s", tc.body, b)
+		}
+	}
+}
