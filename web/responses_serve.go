@@ -66,28 +66,35 @@ func (s *Server) responses(c *gin.Context) {
 		obj.Store = false // nowhere to keep it
 	}
 	fail := func(err error) { s.fail(c, err) }
+	// keep stores the response before its last bytes go out: a client
+	// may send previous_response_id the moment it has them, to another
+	// replica.
+	keep := func(res *chain.Result, final []byte) {
+		if !obj.Store {
+			return
+		}
+		conv := append(append([]chain.Message(nil), history...), wire.items...)
+		s.storeResponse(c.Request.Context(), caller(c), obj.ID, final, append(conv, res.Message))
+	}
 	var (
 		res       *chain.Result
 		traceJSON []byte
-		final     []byte // the response as answered, with its trace
 	)
 	if wire.Stream {
 		w := newSSE(c.Writer)
-		enc := &responsesEncoder{w: w, obj: obj, traceID: traceID}
+		enc := &responsesEncoder{w: w, obj: obj, traceID: traceID, keep: keep}
 		res, traceJSON, err = s.streamRun(c, req, w, enc, fail)
-		final = enc.final
 	} else {
 		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 			obj.complete(res, time.Now().Unix(), outputItems(traceID, res))
 			b, err := marshal(obj)
-			final = withChain(b, trace)
-			return final, err
+			if err != nil {
+				return nil, err
+			}
+			final := withChain(b, trace)
+			keep(res, final)
+			return final, nil
 		}, fail)
-	}
-	if err == nil && obj.Store && final != nil {
-		conv := append(append([]chain.Message(nil), history...), wire.items...)
-		conv = append(conv, res.Message)
-		s.storeResponse(c.Request.Context(), caller(c), obj.ID, final, conv)
 	}
 	s.finish(c, "/v1/responses", traceID, start, res, traceJSON, err)
 }
@@ -178,8 +185,9 @@ type responsesEncoder struct {
 	cur    string
 	text   strings.Builder
 	output []any
-	// final is the completed response as sent, with its trace.
-	final []byte
+	// keep, when set, is given the completed response with its trace
+	// before response.completed goes out.
+	keep func(res *chain.Result, final []byte)
 }
 
 var _ encoder = (*responsesEncoder)(nil)
@@ -215,16 +223,20 @@ func (e *responsesEncoder) send(ev responseEvent) error {
 	return e.w.event(ev.Type, b)
 }
 
-// sendResponse sends an event carrying the response, with trace when set.
-func (e *responsesEncoder) sendResponse(typ string, trace []byte) ([]byte, error) {
+// sendResponse sends an event carrying the response, with trace when set;
+// before, res and the response go to keep when both are set.
+func (e *responsesEncoder) sendResponse(typ string, trace []byte, res *chain.Result) error {
 	b, err := marshal(e.obj)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if trace != nil {
 		b = withChain(b, trace)
 	}
-	return b, e.send(responseEvent{Type: typ, Response: b})
+	if res != nil && e.keep != nil {
+		e.keep(res, b)
+	}
+	return e.send(responseEvent{Type: typ, Response: b})
 }
 
 // open starts the response: headers, response.created, response.in_progress.
@@ -234,11 +246,10 @@ func (e *responsesEncoder) open() error {
 	}
 	e.opened = true
 	e.w.start()
-	if _, err := e.sendResponse("response.created", nil); err != nil {
+	if err := e.sendResponse("response.created", nil, nil); err != nil {
 		return err
 	}
-	_, err := e.sendResponse("response.in_progress", nil)
-	return err
+	return e.sendResponse("response.in_progress", nil, nil)
 }
 
 func (e *responsesEncoder) itemID(kind string) string {
@@ -391,9 +402,7 @@ func (e *responsesEncoder) end(res *chain.Result, trace []byte) error {
 	if e.obj.Status == "incomplete" {
 		typ = "response.incomplete"
 	}
-	final, err := e.sendResponse(typ, trace)
-	e.final = final
-	return err
+	return e.sendResponse(typ, trace, res)
 }
 
 // abort ends the stream with response.failed, carrying the error and, when
@@ -413,5 +422,5 @@ func (e *responsesEncoder) abort(err error) {
 	if obj.Chain != nil {
 		trace, _ = marshal(obj.Chain)
 	}
-	_, _ = e.sendResponse("response.failed", trace)
+	_ = e.sendResponse("response.failed", trace, nil)
 }
