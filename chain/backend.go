@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/origin"
 	"chainproxy/internal/redact"
+	"chainproxy/memory"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,28 +19,12 @@ import (
 	"syscall"
 )
 
-// Message is one message of a conversation in the proxy's own neutral form;
-// each backend translates it to its wire protocol.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	// Reasoning is hidden thinking, kept apart from Content so it never
-	// leaks into a reply.
-	Reasoning  string     `json:"reasoning_content,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	// Name is the tool name of a tool message.
-	Name string `json:"name,omitempty"`
-}
+// Message is one message of a conversation in the proxy's own neutral form
+// (memory.Message): each backend translates it to its wire protocol.
+type Message = memory.Message
 
-// ToolCall is a model's request to call a tool.
-type ToolCall struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Arguments is the JSON text the model wrote. It may be invalid JSON: the
-	// anti-loop counts that as a format error rather than failing the call.
-	Arguments string `json:"arguments"`
-}
+// ToolCall is a model's request to call a tool (memory.ToolCall).
+type ToolCall = memory.ToolCall
 
 // Tool is a function offered to a model.
 type Tool struct {
@@ -84,6 +70,19 @@ type Request struct {
 	// call (Ollama's keep_alive: negative for ever, 0 unload); nil leaves
 	// the upstream's default. Backends without the notion ignore it.
 	KeepAlive *time.Duration
+	// NumCtx, when positive, is the window the upstream should run the
+	// model with (Ollama's options.num_ctx): the node's configured
+	// context_window, the same on every call so that Ollama never reloads
+	// the model for it. Backends without the notion ignore it.
+	NumCtx int
+	// MaxArgsBytes, when positive, caps what a backend keeps of one tool
+	// call's arguments: at most MaxArgsBytes+1 bytes, so that a call over
+	// the cap (tools.max_args_bytes) is known by its length and refused.
+	MaxArgsBytes int
+	// MaxCallsBytes, when positive, caps the arguments of all the
+	// answer's tool calls together (nodes[].max_output_bytes): a call
+	// that would go past it is dropped, and the backend reads no more.
+	MaxCallsBytes int
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a
@@ -118,6 +117,9 @@ type Chunk struct {
 	FinishReason string
 	// Usage is set on the last chunk when the upstream reported it.
 	Usage *Usage
+	// Cut, on a last chunk, says why the proxy ended the call itself
+	// (its output reached nodes[].max_output_bytes).
+	Cut string
 }
 
 // Empty reports whether c carries nothing: backends skip such chunks.
@@ -255,6 +257,11 @@ func TransportError(ctx context.Context, node string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
 		return ctx.Err()
 	}
+	if re := origin.Cause(err); re != nil {
+		// Said without the URL Go's client wraps it in: the status and
+		// the target's host are what a user needs, and all that is read.
+		return &UpstreamError{Node: node, Kind: KindStatus, Status: re.Status, Message: re.Error(), Err: re}
+	}
 	kind := KindProtocol
 	var opErr *net.OpError
 	var uErr *url.Error
@@ -282,5 +289,8 @@ func NewHTTPClient(node config.Node) *http.Client {
 	// The default of 2 idle connections per host would make concurrent
 	// requests to one node reopen connections all the time.
 	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t}
+	// A node's API never redirects a chat call: a 3xx is a misconfigured
+	// base_url or a hostile server, and following it would send the
+	// prompt and the node's key elsewhere.
+	return &http.Client{Transport: boundedTransport{t}, CheckRedirect: origin.CheckRedirect(false)}
 }

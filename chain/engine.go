@@ -11,6 +11,8 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
+	"chainproxy/memory"
 	"chainproxy/tools"
 )
 
@@ -51,6 +53,12 @@ type Deps struct {
 	// Resume keeps chains waiting for a client's tool results; nil: a
 	// follow-up restarts the chain with the results as evidence.
 	Resume ResumeStore
+	// Memory keeps context fitting's summaries and calibration, shared by
+	// replicas when it is Redis; nil keeps no summaries.
+	Memory memory.KV
+	// Redactor masks the configured secrets in tool results, stage and
+	// call errors; when it knows none, one is built from the config.
+	Redactor redact.Redactor
 }
 
 // Admitter lets a model call wait its turn for a node. Acquire blocks until
@@ -65,6 +73,10 @@ type Node struct {
 	Backend Backend
 	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
 	keepAlive *time.Duration
+	// maxArgs is tools.max_args_bytes, and redact the engine's redactor:
+	// what chat applies to every call (see Node.chat).
+	maxArgs int
+	redact  redact.Redactor
 }
 
 // Engine runs requests. It is safe for concurrent use.
@@ -84,6 +96,13 @@ type Engine struct {
 	caps       *capabilities
 	resume     ResumeStore
 	log        *slog.Logger
+	// kv caches summaries and calibration ratios (Deps.Memory); nil: none
+	// cached, ratios kept in process.
+	kv          memory.KV
+	calibration *memory.Calibration
+	windows     windows
+	// redact masks configured secrets in what the chain writes.
+	redact redact.Redactor
 }
 
 // New builds an Engine over the configured nodes.
@@ -100,7 +119,13 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		caps:       newCapabilities(),
 		resume:     deps.Resume,
 		log:        deps.Logger,
+		kv:         deps.Memory,
+		redact:     deps.Redactor,
 	}
+	if e.redact.Empty() {
+		e.redact = redact.FromConfig(cfg)
+	}
+	e.calibration = memory.NewCalibration(deps.Memory)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -115,7 +140,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
-		node := &Node{Node: n, Backend: b}
+		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact}
 		if n.KeepAlive != "" {
 			d, err := config.ParseKeepAlive(n.KeepAlive)
 			if err != nil {
@@ -267,6 +292,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		return nil, err
 	}
 	if route.Relay() {
+		r.relay = true
 		return r.simple(ctx, e.nodes[route.Node], false)
 	}
 	if r.trace.Mode == ModeSimple {
@@ -285,17 +311,24 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	case req.ForcedMode != "":
 		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}
 	}
-	d := e.classifier.Classify(lastUserText(req.Messages), req.Category)
+	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
 	return d.Mode, d.Reasons
 }
 
-func lastUserText(msgs []Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
+// UserTexts returns a function that returns the contents of the user
+// messages of msgs, newest first, then false: what the classifier judges,
+// and nothing else of the request.
+func UserTexts(msgs []Message) func() (string, bool) {
+	i := len(msgs)
+	return func() (string, bool) {
+		for i > 0 {
+			i--
+			if msgs[i].Role == "user" {
+				return msgs[i].Content, true
+			}
 		}
+		return "", false
 	}
-	return ""
 }
 
 // Probe checks that node answers and has its model, and updates what the

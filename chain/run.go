@@ -1,12 +1,15 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+
+	"chainproxy/antiloop"
 )
 
 // run is the state of one request.
@@ -31,6 +34,14 @@ type run struct {
 	client map[string]bool
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
+	// relay: a node named directly; its prompt is the client's business
+	// and is sent as it came, unfitted.
+	relay bool
+	// summarized is set once the run made its one summarizer call.
+	summarized bool
+	// ctxErr is the first stage skipped for a prompt too long for its
+	// node: the client's error when no stage could answer.
+	ctxErr error
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -45,13 +56,16 @@ func (r *run) logger() *slog.Logger {
 
 // stage is one stage being run.
 type stage struct {
-	idx      int
-	node     *Node
-	cfg      stageConfig
-	allowed  int  // turns this stage may use
-	answers  bool // the answering stage: its content streams to the client
-	tools    []Tool
-	msgs     []Message
+	idx     int
+	node    *Node
+	cfg     stageConfig
+	allowed int  // turns this stage may use
+	answers bool // the answering stage: its content streams to the client
+	tools   []Tool
+	msgs    []Message
+	// base is how many of msgs the stage was given (instructions and the
+	// client's conversation); its own turns and notes come after.
+	base     int
 	st       StageTrace
 	started  time.Time
 	content  []string // content of each turn, in order
@@ -65,7 +79,10 @@ type stage struct {
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
 	// loop is set when the stage's answer was cut out of a repetition loop.
-	loop *repetition
+	loop *antiloop.Loop
+	// thinkLoop is set when the stage's reasoning went into a repetition
+	// loop: the call was stopped, and the stage has no answer.
+	thinkLoop *antiloop.Loop
 	// instead is the stage whose answer replaces this one's, degenerate.
 	instead *stage
 	// badCall is the last call's unreadable text tool call, if any.
@@ -142,6 +159,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			}
 			s.allowed = max(s.allowed, 1)
 			s.msgs = r.stageMessages(s, done, i, len(stages))
+			s.base = len(s.msgs)
 			if err := r.startStage(s); err != nil {
 				return nil, err
 			}
@@ -164,7 +182,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		if len(s.awaiting) > 0 && stageErr == nil {
 			return r.awaitingResult(ctx, s, done, i)
 		}
-		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline {
+		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline && s.stop != StageSkippedContext {
 			if stageErr = r.finalCall(ctx, s); stageErr != nil {
 				if fatal(ctx, stageErr) {
 					return nil, stageErr
@@ -183,7 +201,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			// other stage's answer can be stitched onto it.
 			return nil, &Failure{Trace: r.trace, Err: stageErr}
 		}
-		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline {
+		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline && s.st.Status != StageSkippedContext {
 			done = append(done, s)
 			last = s
 		}
@@ -193,6 +211,10 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		// others usually share (nothing listens), goes with the error, so
 		// that the client's message and the log line name it.
 		err := ErrAllStagesFailed
+		if r.ctxErr != nil && r.allSkipped(StageSkippedContext) {
+			// No node could take the prompt: the client's to shorten.
+			return nil, &Failure{Trace: r.trace, Err: r.ctxErr}
+		}
 		for _, st := range r.trace.Stages {
 			if st.Error != "" {
 				err = fmt.Errorf("%w; first cause: %s", ErrAllStagesFailed, st.Error)
@@ -211,6 +233,16 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		r.trace.Stages[last.idx] = last.st
 	}
 	return r.result(last)
+}
+
+// allSkipped reports whether every stage of the trace has status.
+func (r *run) allSkipped(status string) bool {
+	for _, st := range r.trace.Stages {
+		if st.Status != status {
+			return false
+		}
+	}
+	return len(r.trace.Stages) > 0
 }
 
 // simple answers with one node, with the server tools when serverTools is
@@ -236,6 +268,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 	} else {
 		s.msgs = append([]Message(nil), r.req.Messages...)
 	}
+	s.base = len(s.msgs)
 	if err := r.startStage(s); err != nil {
 		return nil, err
 	}
@@ -306,7 +339,7 @@ func (r *run) endStage(s *stage) error {
 func (r *run) stageError(s *stage, err error) {
 	var ue *UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
-		r.e.offline.mark(s.node.Name, ue.Error())
+		r.e.offline.mark(s.node.Name, r.e.redact.String(ue.Error()))
 		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
 			// Refused at the first call: the node did no work, so the turn
 			// goes back to the budget.
@@ -317,10 +350,20 @@ func (r *run) stageError(s *stage, err error) {
 		} else {
 			s.stop = StageFailed
 		}
+	} else if errors.Is(err, ErrContextLength) && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
+		// The node cannot take the prompt: it did no work, so the turn
+		// goes back to the budget and the next stage goes on.
+		s.stop = StageSkippedContext
+		r.trace.Turns -= s.st.Turns
+		r.left += s.st.Turns
+		s.st.Turns = 0
+		if r.ctxErr == nil {
+			r.ctxErr = err
+		}
 	} else {
 		s.stop = StageFailed
 	}
-	s.st.Error = err.Error()
+	s.st.Error = r.e.redact.String(err.Error())
 	r.logger().Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
 }
 
@@ -400,7 +443,38 @@ const contentRoom = 512
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s)}
+	f, err := r.fit(ctx, s, offered, 1)
+	if err != nil {
+		return Message{}, err
+	}
+	msg, err := r.send(ctx, s, offered, f)
+	if err == nil && r.e.windows.firstCall(s.node.Name) {
+		// The model is loaded now: what window does it run with?
+		r.e.learnWindow(ctx, s.node)
+	}
+	if detail, over := contextOverflow(err); over && !r.relay && !r.streamed {
+		// The node refused a prompt the estimate said fits: its window
+		// is smaller, or its tokenizer denser, than known. Learn both and
+		// fit harder, once.
+		r.e.learnWindow(ctx, s.node)
+		r.e.calibration.Scale(s.node.Name, refitFactor)
+		if f, err = r.fit(ctx, s, offered, refitFactor); err != nil {
+			return Message{}, err
+		}
+		if ct := s.st.Context; ct != nil {
+			ct.Actions = append(ct.Actions, ContextAction{Action: "refit", FromTurn: s.st.Turns, ToTurn: s.st.Turns, Detail: "the node refused the prompt: " + detail})
+		}
+		msg, err = r.send(ctx, s, offered, f)
+	}
+	if detail, over := contextOverflow(err); over {
+		return Message{}, &ContextLengthError{Node: s.node.Name, Window: r.e.Window(s.node), Upstream: detail}
+	}
+	return msg, err
+}
+
+// send makes one call of s to its node with the fitted prompt f.
+func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
+	req := &Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow}
 	if !s.answers {
 		req.Params.Format = nil
 	}
@@ -420,15 +494,16 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	// it, so it costs one allocation rather than one per variable.
 	var cs struct {
 		gate               answerGate
+		think              thinkGate
 		content, reasoning strings.Builder
 		calls              []ToolCall
 		usage              *Usage
-		finish             string
+		finish, cut        string
 		sent               bool // whether this call's content reached the client
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
-	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds()}
+	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds(), sent: f.msgs, marks: f.marks}
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
 		if err != nil {
@@ -442,9 +517,9 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	for attempt := 0; ; attempt++ {
 		cs.content.Reset()
 		cs.reasoning.Reset()
-		cs.gate = fresh
-		cs.calls, cs.usage, cs.finish = nil, nil, ""
-		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
+		cs.gate, cs.think = fresh, thinkGate{}
+		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
+		err = s.node.chat(ctx, req, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
 				// short one at once spares the first six doublings.
@@ -452,7 +527,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 			}
 			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
-				cs.finish = c.FinishReason
+				cs.finish, cs.cut = c.FinishReason, c.Cut
 			}
 			// Most chunks carry content only: skipping the empty fields
 			// spares a write barrier each while the GC runs.
@@ -473,6 +548,9 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 				if show, ok = cs.gate.pass(content); !ok {
 					show, loopErr = cs.gate.next(content)
 				}
+			}
+			if c.Reasoning != "" {
+				loopErr = cmp.Or(loopErr, cs.think.next(cs.reasoning.String()))
 			}
 			if live && (show != "" || c.Reasoning != "") {
 				cs.sent = true
@@ -501,23 +579,27 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		}
 	}
 	mc.DurationMS = time.Since(began).Milliseconds()
-	mc.FinishReason = cs.finish
+	mc.FinishReason, mc.Cut = cs.finish, cs.cut
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)
 		mc.Usage = *cs.usage
+		r.observe(ctx, s, f, cs.usage)
 	}
 	if err != nil {
-		mc.Error = err.Error()
+		mc.Error = r.e.redact.String(err.Error())
 	}
 	s.st.Calls = append(s.st.Calls, mc)
 	if err != nil {
 		return Message{}, err
 	}
 	text := cs.content.String()
-	if cs.gate.loop != nil {
-		text = text[:cs.gate.loop.keep]
+	if cs.gate.finish(text) {
+		text = text[:cs.gate.loop.Keep]
 		s.loop = cs.gate.loop
-		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.seg, "copies", cs.gate.loop.copies)
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.Segment, "copies", cs.gate.loop.Copies)
+	}
+	if r.thinkLooped(s, &cs.think, cs.reasoning.String()) {
+		text, cs.calls = "", nil
 	}
 	msg := Message{Role: "assistant", Content: text, ToolCalls: cs.calls}
 	var tc textCalls
@@ -541,7 +623,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
 	s.st.FinishReason = cs.finish
-	if cs.reasoning.Len() > 0 {
+	if cs.reasoning.Len() > 0 && s.thinkLoop == nil {
 		s.reason = cs.reasoning.String()
 	}
 	if msg.Content != "" {
@@ -554,8 +636,11 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 func (r *run) result(s *stage) (*Result, error) {
 	text := s.answer()
 	replaced := s.instead != nil
-	if replaced {
+	switch {
+	case replaced:
 		text = s.instead.answer()
+	case text == "" && s.stop != StageOK:
+		text, replaced = noAnswer(s), true
 	}
 	if (!r.streamed || replaced) && text != "" {
 		// The answer comes from a stage that did not stream (the stages

@@ -41,6 +41,7 @@ type Config struct {
 	Tools    Tools    `yaml:"tools" json:"tools"`
 	Antiloop Antiloop `yaml:"antiloop" json:"antiloop"`
 	Store    Store    `yaml:"store" json:"store"`
+	Memory   Memory   `yaml:"memory" json:"memory"`
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
@@ -110,6 +111,14 @@ type Node struct {
 	// Capabilities, when set, replace what the node's server reports of its
 	// model ("tools", "completion", …), for servers that report nothing.
 	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
+	// ContextWindow is the node's context window in tokens; 0 learns it
+	// from the server (Ollama's /api/ps, else 4096; an OpenAI-compatible
+	// /v1/models' max_model_len, else unknown: no fitting). An Ollama node
+	// is sent it as options.num_ctx on every call.
+	ContextWindow int `yaml:"context_window" json:"context_window,omitempty"`
+	// MaxOutputBytes caps the content and reasoning of one model call: over
+	// it the call is cancelled and finishes "length" (default 4 MiB).
+	MaxOutputBytes int `yaml:"max_output_bytes" json:"max_output_bytes"`
 }
 
 // TextCalls reports whether the node's text tool calls are parsed: on
@@ -135,8 +144,9 @@ type MockScript struct {
 	// (counted as assistant messages after the last user message); the last
 	// turn repeats when the conversation goes further.
 	Turns []MockTurn `yaml:"turns" json:"turns"`
-	// Scenarios replace Turns when the last user message contains When
-	// (case-insensitive); the first match wins.
+	// Scenarios replace Turns when the user's words (as the classifier
+	// reads them: the last user message with words, blocks set aside)
+	// contain When (case-insensitive); the first match wins.
 	Scenarios []MockScenario `yaml:"scenarios" json:"scenarios,omitempty"`
 	// Delay is waited before the first chunk of every call.
 	Delay time.Duration `yaml:"delay" json:"delay,omitempty"`
@@ -158,7 +168,7 @@ type MockScenario struct {
 
 // MockTurn is one scripted model response.
 type MockTurn struct {
-	// Content is the answer text; {user} is replaced by the last user message.
+	// Content is the answer text; {user} is replaced by the user's words.
 	Content string `yaml:"content" json:"content,omitempty"`
 	// Reasoning is hidden thinking the model emits before its content.
 	Reasoning string `yaml:"reasoning" json:"reasoning,omitempty"`
@@ -207,14 +217,18 @@ type Stage struct {
 
 // Classify tunes the simple/reflexive classifier.
 type Classify struct {
-	// ShortChars: a last user message shorter than this is short.
+	// ShortChars: the user's words shorter than this are short.
 	ShortChars int `yaml:"short_chars" json:"short_chars"`
-	// LongChars: a last user message at least this long is reflexive.
+	// LongChars: the user's words at least this long are reflexive.
 	LongChars int `yaml:"long_chars" json:"long_chars"`
 	// Keywords replace the default complex keywords when set.
 	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
 	// Categories replace the default reflexive route categories when set.
 	Categories []string `yaml:"categories" json:"categories,omitempty"`
+	// IgnoreBlocks are tag names (as "my-context" for <my-context>…
+	// </my-context>) whose blocks are set aside in user messages before
+	// judging, in addition to those agent clients are known to inject.
+	IgnoreBlocks []string `yaml:"ignore_blocks" json:"ignore_blocks,omitempty"`
 }
 
 // Tools configures server-side tool execution.
@@ -230,6 +244,9 @@ type Tools struct {
 	MaxResultBytes int `yaml:"max_result_bytes" json:"max_result_bytes"`
 	// TraceResultBytes caps what the trace keeps of one tool result.
 	TraceResultBytes int `yaml:"trace_result_bytes" json:"trace_result_bytes"`
+	// MaxArgsBytes caps the arguments of one tool call: a longer call is
+	// refused with an error the model sees (default 256 KiB).
+	MaxArgsBytes int `yaml:"max_args_bytes" json:"max_args_bytes"`
 	// HTTP declares tools served by HTTP endpoints.
 	HTTP []HTTPTool `yaml:"http" json:"http,omitempty"`
 	// MCP declares MCP servers whose tools are offered as <name>__<tool>.
@@ -256,6 +273,9 @@ type MCPServer struct {
 	// VolatileTools names server tools (without prefix) treated as volatile
 	// whatever their annotations say.
 	VolatileTools []string `yaml:"volatile_tools" json:"volatile_tools,omitempty"`
+	// FollowRedirects "same_origin" follows redirects that stay on URL's
+	// scheme, host and port; empty follows none. Another origin never.
+	FollowRedirects string `yaml:"follow_redirects" json:"follow_redirects,omitempty"`
 }
 
 // HTTPTool is a tool executed by sending its arguments as JSON to a URL.
@@ -273,6 +293,9 @@ type HTTPTool struct {
 	// Volatile read-only tools read state that changes by itself (a job's
 	// status): a repeated call runs again instead of being a loop.
 	Volatile bool `yaml:"volatile" json:"volatile"`
+	// FollowRedirects "same_origin" follows redirects that stay on URL's
+	// scheme, host and port; empty follows none. Another origin never.
+	FollowRedirects string `yaml:"follow_redirects" json:"follow_redirects,omitempty"`
 }
 
 // Antiloop configures the repeat guards.
@@ -288,6 +311,28 @@ type Antiloop struct {
 	// MaxPolls is how many times one volatile call (same tool, same
 	// arguments) may run in a stage while its result keeps changing.
 	MaxPolls int `yaml:"max_polls" json:"max_polls"`
+}
+
+// Memory configures context fitting: how prompts are made to fit each
+// node's window (docs/context.md).
+type Memory struct {
+	// Summarizer is the node that folds older turns into summaries; empty
+	// means the simple node.
+	Summarizer string `yaml:"summarizer" json:"summarizer"`
+	// SummaryTTL is how long a summary stays cached for the next request
+	// of the same conversation.
+	SummaryTTL time.Duration `yaml:"summary_ttl" json:"summary_ttl"`
+	// SummaryTimeout bounds the one summarizer call a request may make;
+	// past it, the older turns are dropped instead.
+	SummaryTimeout time.Duration `yaml:"summary_timeout" json:"summary_timeout"`
+	// AnswerReserve is the tokens kept for the answer when the request
+	// sets no max_tokens.
+	AnswerReserve int `yaml:"answer_reserve" json:"answer_reserve"`
+	// The shares of the window, as fractions: the list of earlier
+	// questions, the least kept for recent raw turns, the summary.
+	QuestionsShare float64 `yaml:"questions_share" json:"questions_share"`
+	RecentShare    float64 `yaml:"recent_share" json:"recent_share"`
+	SummariesShare float64 `yaml:"summaries_share" json:"summaries_share"`
 }
 
 // Store selects where anti-loop state and traces live.
@@ -327,12 +372,21 @@ func Default() *Config {
 			ResumeTTL:     30 * time.Minute,
 		},
 		Classify: Classify{ShortChars: 50, LongChars: 280},
+		Memory: Memory{
+			SummaryTTL:     24 * time.Hour,
+			SummaryTimeout: 30 * time.Second,
+			AnswerReserve:  1024,
+			QuestionsShare: 0.05,
+			RecentShare:    0.05,
+			SummariesShare: 0.10,
+		},
 		Tools: Tools{
 			Root:             "./workspace",
 			Timeout:          15 * time.Second,
 			MaxCallsPerTurn:  10,
 			MaxResultBytes:   8 << 10,
 			TraceResultBytes: 64 << 10,
+			MaxArgsBytes:     256 << 10,
 		},
 		Antiloop: Antiloop{
 			SignatureTTL:    30 * time.Second,
@@ -500,6 +554,9 @@ func (c *Config) fillNodeDefaults() {
 		if n.RetryBackoff == nil {
 			n.RetryBackoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
 		}
+		if n.MaxOutputBytes == 0 {
+			n.MaxOutputBytes = DefaultMaxOutputBytes
+		}
 		if n.Provider == ProviderMock && n.Model == "" {
 			n.Model = "mock-" + strings.ToLower(n.Name)
 		}
@@ -600,10 +657,16 @@ func (c *Config) Validate() error {
 		if n.MaxQueue < 0 {
 			bad(p+".max_queue", "must not be negative")
 		}
+		if n.MaxOutputBytes < 0 {
+			bad(p+".max_output_bytes", "must be positive, got %d", n.MaxOutputBytes)
+		}
 		if n.KeepAlive != "" {
 			if _, err := ParseKeepAlive(n.KeepAlive); err != nil {
 				bad(p+".keep_alive", "%v", err)
 			}
+		}
+		if n.ContextWindow < 0 || n.ContextWindow > 0 && n.ContextWindow < 512 {
+			bad(p+".context_window", "want at least 512 tokens (or 0 to learn it from the server), got %d", n.ContextWindow)
 		}
 	}
 	if len(c.Chain.Stages) == 0 {
@@ -629,6 +692,26 @@ func (c *Config) Validate() error {
 	if c.Chain.ContextBudget <= 0 {
 		bad("chain.context_budget", "must be positive, got %d", c.Chain.ContextBudget)
 	}
+	if m := c.Memory.Summarizer; m != "" && !seen[m] {
+		bad("memory.summarizer", "unknown node %q", m)
+	}
+	if c.Memory.SummaryTTL <= 0 {
+		bad("memory.summary_ttl", "must be positive, got %s", c.Memory.SummaryTTL)
+	}
+	if c.Memory.SummaryTimeout <= 0 {
+		bad("memory.summary_timeout", "must be positive, got %s", c.Memory.SummaryTimeout)
+	}
+	if c.Memory.AnswerReserve <= 0 {
+		bad("memory.answer_reserve", "must be positive, got %d", c.Memory.AnswerReserve)
+	}
+	for _, sh := range []struct {
+		key string
+		v   float64
+	}{{"memory.questions_share", c.Memory.QuestionsShare}, {"memory.recent_share", c.Memory.RecentShare}, {"memory.summaries_share", c.Memory.SummariesShare}} {
+		if sh.v <= 0 || sh.v >= 0.5 {
+			bad(sh.key, "want a fraction of the window between 0 and 0.5, got %v", sh.v)
+		}
+	}
 	if c.Chain.Render != RenderNone && c.Chain.Render != RenderDetails {
 		bad("chain.render", "unknown render %q (want \"details\" or empty)", c.Chain.Render)
 	}
@@ -644,6 +727,11 @@ func (c *Config) Validate() error {
 	if c.Classify.LongChars <= c.Classify.ShortChars {
 		bad("classify.long_chars", "must be greater than classify.short_chars (%d), got %d", c.Classify.ShortChars, c.Classify.LongChars)
 	}
+	for i, name := range c.Classify.IgnoreBlocks {
+		if !validTagName(name) {
+			bad(fmt.Sprintf("classify.ignore_blocks[%d]", i), "want a tag name such as \"my-context\" (letters, digits, - _ . :), got %q", name)
+		}
+	}
 	if c.Tools.Timeout <= 0 {
 		bad("tools.timeout", "must be positive")
 	}
@@ -655,6 +743,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Tools.TraceResultBytes < c.Tools.MaxResultBytes {
 		bad("tools.trace_result_bytes", "must be at least tools.max_result_bytes (%d)", c.Tools.MaxResultBytes)
+	}
+	if c.Tools.MaxArgsBytes <= 0 {
+		bad("tools.max_args_bytes", "must be positive, got %d", c.Tools.MaxArgsBytes)
 	}
 	builtin := []string{"list_dir", "read_file", "search_files"}
 	for i, h := range c.Tools.HTTP {
@@ -675,6 +766,7 @@ func (c *Config) Validate() error {
 		if h.Timeout <= 0 {
 			bad(p+".timeout", "must be positive")
 		}
+		checkFollow(bad, p, h.FollowRedirects)
 	}
 	for i, m := range c.Tools.MCP {
 		p := fmt.Sprintf("tools.mcp[%d]", i)
@@ -698,6 +790,10 @@ func (c *Config) Validate() error {
 		}
 		if len(m.Headers) > 0 && m.URL == "" {
 			bad(p+".headers", "only apply to a url server")
+		}
+		checkFollow(bad, p, m.FollowRedirects)
+		if m.FollowRedirects != "" && m.URL == "" {
+			bad(p+".follow_redirects", "only applies to a url server")
 		}
 	}
 	if c.Antiloop.SignatureTTL <= 0 {
@@ -734,6 +830,10 @@ func (c *Config) Redacted() *Config {
 	if c.Store.RedisURL != "" {
 		r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	}
+	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
+	for i := range r.Tools.HTTP {
+		r.Tools.HTTP[i].Headers = maskValues(r.Tools.HTTP[i].Headers)
+	}
 	r.Tools.MCP = slices.Clone(c.Tools.MCP)
 	for i := range r.Tools.MCP {
 		m := &r.Tools.MCP[i]
@@ -741,6 +841,21 @@ func (c *Config) Redacted() *Config {
 		m.Headers = maskValues(m.Headers)
 	}
 	return &r
+}
+
+// DefaultMaxOutputBytes is nodes[].max_output_bytes when unset: far more
+// than any answer a client waits for, far less than what would hurt.
+const DefaultMaxOutputBytes = 4 << 20
+
+// FollowSameOrigin is the follow_redirects value that follows redirects on
+// the configured origin.
+const FollowSameOrigin = "same_origin"
+
+// checkFollow validates a follow_redirects value.
+func checkFollow(bad func(path, format string, args ...any), p, v string) {
+	if v != "" && v != FollowSameOrigin {
+		bad(p+".follow_redirects", "want %q or empty (no redirects), got %q", FollowSameOrigin, v)
+	}
 }
 
 // mcpServerName keeps a server's prefix short and unambiguous: tool names
@@ -762,3 +877,17 @@ func maskValues(m map[string]string) map[string]string {
 }
 
 func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }
+
+// validTagName reports whether name can name the blocks of
+// classify.ignore_blocks: a tag name, without its brackets.
+func validTagName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

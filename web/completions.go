@@ -259,8 +259,7 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 }
 
 // abort ends the stream with an error chunk, then [DONE].
-func (e *chatEncoder) abort(err error) {
-	_, obj := statusFor(err)
+func (e *chatEncoder) abort(_ int, obj errorObject) {
 	if b, merr := json.Marshal(errorBody{Error: obj}); merr == nil {
 		_ = e.w.data(b)
 	}

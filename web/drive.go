@@ -38,9 +38,11 @@ type encoder interface {
 	// end writes the end of an answered run; trace is the run's trace as
 	// encoded for the answer.
 	end(res *chain.Result, trace []byte) error
-	// abort ends a stream whose 200 is out with err, in the front's shape;
-	// best effort, since the client may be gone.
-	abort(err error)
+	// abort ends a stream whose 200 is out with the run's error, as
+	// statusFor maps it (secrets masked, the trace of a failed chain in
+	// obj.Chain), in the front's shape; best effort, since the client may
+	// be gone.
+	abort(status int, obj errorObject)
 }
 
 // streamRun runs req for a streaming front: enc writes the events to w.
@@ -86,7 +88,7 @@ func (s *Server) streamRun(c *gin.Context, req *chain.RunRequest, w *sseWriter, 
 			failPre(err)
 			return nil, nil, err
 		}
-		enc.abort(err)
+		enc.abort(s.statusFor(err))
 		return nil, nil, err
 	}
 	respTrace, traceJSON, err := encodeTrace(&res.Trace)

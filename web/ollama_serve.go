@@ -196,8 +196,7 @@ func (e *ollamaEncoder) end(res *chain.Result, trace []byte) error {
 
 // abort ends the stream with Ollama's mid-stream error line, which its
 // clients return as the call's error.
-func (e *ollamaEncoder) abort(err error) {
-	_, obj := statusFor(err)
+func (e *ollamaEncoder) abort(_ int, obj errorObject) {
 	if b, merr := json.Marshal(ollamaErrorBody{Error: obj.Message}); merr == nil {
 		_ = e.w.line(b)
 	}

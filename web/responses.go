@@ -485,13 +485,13 @@ func outputItems(traceID string, res *chain.Result) []any {
 	return out
 }
 
-// responseErrorFor is err as a failed response's error: Response's error
-// codes are a fixed list, of which a chain failure is a server_error.
-func responseErrorFor(err error) *responseError {
-	status, obj := statusFor(err)
+// responseErrorFor is a failed response's error, from the run's status
+// and message: Response's error codes are a fixed list, of which a chain
+// failure is a server_error.
+func responseErrorFor(status int, message string) *responseError {
 	code := "server_error"
 	if status == http.StatusTooManyRequests {
 		code = "rate_limit_exceeded"
 	}
-	return &responseError{Code: code, Message: obj.Message}
+	return &responseError{Code: code, Message: message}
 }

@@ -407,13 +407,12 @@ func (e *responsesEncoder) end(res *chain.Result, trace []byte) error {
 
 // abort ends the stream with response.failed, carrying the error and, when
 // the chain ran, its trace.
-func (e *responsesEncoder) abort(err error) {
+func (e *responsesEncoder) abort(status int, obj errorObject) {
 	if e.open() != nil {
 		return
 	}
-	_, obj := statusFor(err)
 	e.obj.Status = "failed"
-	e.obj.Error = responseErrorFor(err)
+	e.obj.Error = responseErrorFor(status, obj.Message)
 	e.obj.Output = e.output
 	if e.obj.Output == nil {
 		e.obj.Output = []any{}

@@ -85,12 +85,23 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	if req.KeepAlive != nil {
 		creq.KeepAlive = &api.Duration{Duration: *req.KeepAlive}
 	}
+	if req.NumCtx > 0 {
+		if creq.Options == nil {
+			creq.Options = map[string]any{}
+		}
+		creq.Options["num_ctx"] = req.NumCtx
+	}
+	// Without it, Ollama drops the oldest messages of a prompt longer than
+	// the window, silently, the user's question first; refused, the
+	// overflow is an error the proxy sees and fits again (chain's
+	// ContextOverflow).
+	creq.Truncate = &noTruncate
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
 		defer cancel()
 	}
-	var st Stream
+	st := Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
 	err = b.chat(ctx, creq, req.Idle, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
 		if c.Empty() {
@@ -113,8 +124,14 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	return nil
 }
 
+var noTruncate = false
+
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20
+
+// maxToolCalls bounds the tool calls of one answer, as the openai backend
+// does: a server repeating calls line after line cannot grow the proxy.
+const maxToolCalls = 1024
 
 // streamError is an {"error": …} line in the middle of a stream.
 type streamError struct{ msg string }
@@ -362,6 +379,14 @@ func ToArguments(text string) api.ToolCallFunctionArguments {
 // Stream turns the lines of one Ollama chat stream into chunks. The zero
 // value is ready; a Stream serves one call.
 type Stream struct {
+	// MaxArgs, when positive, keeps at most MaxArgs+1 bytes of a call's
+	// arguments (see chain.Request.MaxArgsBytes).
+	MaxArgs int
+	// MaxCallsBytes, when positive, caps the arguments of all the calls
+	// together: calls that would go past it are dropped.
+	MaxCallsBytes int
+	// total counts the arguments kept.
+	total int
 	think chain.ThinkSplitter
 	calls []chain.ToolCall
 	done  bool
@@ -378,7 +403,18 @@ func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
 		c.Reasoning = th + c.Reasoning
 	}
 	for _, tc := range resp.Message.ToolCalls {
-		s.calls = append(s.calls, FromToolCall(tc))
+		if len(s.calls) >= maxToolCalls {
+			break
+		}
+		c := FromToolCall(tc)
+		if s.MaxArgs > 0 && len(c.Arguments) > s.MaxArgs+1 {
+			c.Arguments = c.Arguments[:s.MaxArgs+1]
+		}
+		if s.MaxCallsBytes > 0 && s.total+len(c.Arguments) > s.MaxCallsBytes {
+			break
+		}
+		s.total += len(c.Arguments)
+		s.calls = append(s.calls, c)
 	}
 	if !resp.Done {
 		return c

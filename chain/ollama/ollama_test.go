@@ -212,6 +212,8 @@ func TestChatRequestMapping(t *testing.T) {
 	want := map[string]any{
 		"model":  "qwen3:1.7b",
 		"stream": true,
+		// An overflow must be an error the proxy sees, never a silent cut.
+		"truncate": false,
 		"messages": []any{
 			map[string]any{"role": "system", "content": "Be brief."},
 			map[string]any{"role": "user", "content": "List the folder."},
@@ -529,6 +531,27 @@ func BenchmarkStreamAdd(b *testing.B) {
 		var s Stream
 		for range 20 {
 			s.Add(&line)
+		}
+	}
+}
+
+// TestStreamMaxArgs: a whole tool call's arguments are kept up to
+// MaxArgs+1 bytes, so that one over the cap is known by its length.
+func TestStreamMaxArgs(t *testing.T) {
+	for _, tc := range []struct {
+		maxArgs int
+		want    string
+	}{
+		{0, `{"a":"0123456789"}`},
+		{18, `{"a":"0123456789"}`},
+		{8, `{"a":"012`},
+	} {
+		s := Stream{MaxArgs: tc.maxArgs}
+		c := s.Add(&api.ChatResponse{Done: true, Message: api.Message{ToolCalls: []api.ToolCall{
+			{Function: api.ToolCallFunction{Name: "f", Arguments: ToArguments(`{"a":"0123456789"}`)}},
+		}}})
+		if len(c.ToolCalls) != 1 || c.ToolCalls[0].Arguments != tc.want {
+			t.Errorf("MaxArgs %d: calls %+v, want arguments %q", tc.maxArgs, c.ToolCalls, tc.want)
 		}
 	}
 }
