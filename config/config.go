@@ -76,6 +76,10 @@ type Server struct {
 	// PublicMetrics serves /metrics and /readyz without a key when
 	// api_keys are set.
 	PublicMetrics bool `yaml:"public_metrics" json:"public_metrics"`
+	// AdminKeys are Bearer keys accepted as api_keys are, that also see
+	// every caller's traces (the cockpit's trace list); an api_key sees
+	// its own. They need api_keys: without keys, every caller sees all.
+	AdminKeys []string `yaml:"admin_keys" json:"admin_keys"`
 }
 
 // Node is one model endpoint: a provider, a base URL and a model name.
@@ -474,6 +478,7 @@ func mergeNodes(base, file []Node, replace bool) []Node {
 func (c *Config) clone() *Config {
 	r := *c
 	r.Server.APIKeys = slices.Clone(c.Server.APIKeys)
+	r.Server.AdminKeys = slices.Clone(c.Server.AdminKeys)
 	r.Server.CORSOrigins = slices.Clone(c.Server.CORSOrigins)
 	r.Server.AllowedHosts = slices.Clone(c.Server.AllowedHosts)
 	r.Nodes = slices.Clone(c.Nodes)
@@ -550,6 +555,14 @@ func (c *Config) Validate() error {
 		if k == "" {
 			bad(fmt.Sprintf("server.api_keys[%d]", i), "must not be empty")
 		}
+	}
+	for i, k := range c.Server.AdminKeys {
+		if k == "" {
+			bad(fmt.Sprintf("server.admin_keys[%d]", i), "must not be empty")
+		}
+	}
+	if len(c.Server.AdminKeys) > 0 && len(c.Server.APIKeys) == 0 {
+		bad("server.admin_keys", "needs server.api_keys: without keys there is no authentication, and every caller sees every trace")
 	}
 	if len(c.Nodes) == 0 {
 		bad("nodes", "at least one node is required")
@@ -724,6 +737,10 @@ func (c *Config) Redacted() *Config {
 	r.Server.APIKeys = make([]string, len(c.Server.APIKeys))
 	for i := range r.Server.APIKeys {
 		r.Server.APIKeys[i] = "***"
+	}
+	r.Server.AdminKeys = make([]string, len(c.Server.AdminKeys))
+	for i := range r.Server.AdminKeys {
+		r.Server.AdminKeys[i] = "***"
 	}
 	r.Nodes = slices.Clone(c.Nodes)
 	for i := range r.Nodes {
