@@ -435,7 +435,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		calls              []ToolCall
 		usage              *Usage
 		finish             string
-		sent               bool // whether this call's content reached the client
+		sent               bool   // whether this call's content reached the client
 		shown              string // the last answer text it streamed
 	}
 	asked := time.Now()
