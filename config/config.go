@@ -156,8 +156,13 @@ type MockScript struct {
 
 // MockScenario is an alternative script chosen by a word of the request.
 type MockScenario struct {
-	When  string     `yaml:"when" json:"when"`
-	Turns []MockTurn `yaml:"turns" json:"turns"`
+	When string `yaml:"when" json:"when"`
+	// System, when set, also requires the call's system message to
+	// contain it: one node can then answer as a chain stage (whose role
+	// prompt says so) and otherwise in simple mode. A scenario with
+	// neither When nor System never applies.
+	System string     `yaml:"system" json:"system,omitempty"`
+	Turns  []MockTurn `yaml:"turns" json:"turns"`
 }
 
 // MockTurn is one scripted model response.

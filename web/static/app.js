@@ -7,6 +7,7 @@
 
 import { SSEParser } from "./sse.js";
 import { MessageView, renderNodes } from "./view.js";
+import { TracesView } from "./traces.js";
 
 const STORE_KEY = "chain-cockpit:v1";
 const KEY_KEY = "chain-cockpit:api-key";
@@ -27,6 +28,7 @@ const ui = {
   clear: $("#clear"),
   nodes: $("#nodes"),
   store: $("#store"),
+  demo: $("#demo"),
 };
 
 /** @type {{session: string, mode: string, seq: number, messages: object[]}} */
@@ -107,7 +109,7 @@ function renderAll() {
   for (const v of views.values()) v.root.remove();
   views.clear();
   for (const m of state.messages) viewFor(m);
-  ui.empty.hidden = state.messages.length > 0;
+  ui.empty.hidden = state.messages.length > 0 || (ui.app.dataset.view ?? "chat") !== "chat";
 }
 
 let frame = 0;
@@ -134,7 +136,7 @@ function paintNow(msg) {
   if (!state.messages.includes(msg)) return;
   const stick = nearBottom();
   viewFor(msg).update(msg);
-  ui.empty.hidden = state.messages.length > 0;
+  ui.empty.hidden = state.messages.length > 0 || (ui.app.dataset.view ?? "chat") !== "chat";
   if (stick) scrollToBottom();
 }
 
@@ -453,6 +455,9 @@ async function refreshReady() {
       const res = await fetch(api("readyz"), { cache: "no-store", headers });
       const j = await res.json();
       renderNodes(ui.nodes, ui.store, j, null);
+      // Scripted models only: the -demo, whose scenarios the page lists.
+      const nodes = Array.isArray(j?.nodes) ? j.nodes : [];
+      ui.demo.hidden = !(nodes.length && nodes.every((n) => n.provider === "mock"));
     } catch (err) {
       renderNodes(ui.nodes, ui.store, null, err?.message ?? err);
     } finally {
@@ -535,7 +540,35 @@ window.addEventListener("storage", (e) => {
   }
 });
 
+// ---- views: the chat, and the traces (#/traces, #/traces/{id}) ---------------
+
+const traces = new TracesView({
+  api,
+  key: () => localStorage.getItem(KEY_KEY),
+  onKey: (key) => (key ? localStorage.setItem(KEY_KEY, key) : localStorage.removeItem(KEY_KEY)),
+});
+
+function route() {
+  const h = location.hash;
+  const one = /^#\/traces\/([A-Za-z0-9_-]{1,128})$/.exec(h);
+  const view = one ? "trace" : h === "#/traces" ? "traces" : "chat";
+  ui.app.dataset.view = view;
+  ui.form.hidden = view !== "chat";
+  ui.convo.hidden = view !== "chat";
+  if (view === "chat") ui.empty.hidden = state.messages.length > 0;
+  else ui.empty.hidden = true;
+  for (const a of document.querySelectorAll("nav.views a")) {
+    const current = a.dataset.view === (view === "trace" ? "traces" : view);
+    if (current) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  traces.show(view === "chat" ? null : view === "trace" ? "trace" : "list", one?.[1]);
+  if (view !== "chat") document.scrollingElement.scrollTop = 0;
+}
+window.addEventListener("hashchange", route);
+
 renderAll();
+route();
 setBusy(false);
 refreshReady();
 requestAnimationFrame(scrollToBottom);
