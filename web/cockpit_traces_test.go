@@ -163,6 +163,10 @@ func TestCockpitTraces(t *testing.T) {
 		if tl.Total <= 0 || tl.Segments != tl.Total {
 			t.Errorf("timeline segments add up to %v ms, want the trace's %v ms (segments %s)", tl.Segments, tl.Total, tl.Kinds)
 		}
+		// One time is one x on every row: the rows' tracks are as wide.
+		if widths := eval[[]float64](t, p, `[...new Set([...document.querySelectorAll("#trace-detail .tl-track")].map(e => Math.round(e.getBoundingClientRect().width)))]`); len(widths) != 1 {
+			t.Errorf("timeline track widths = %v, want one width for every row", widths)
+		}
 		calls := eval[int](t, p, `document.querySelectorAll("#trace-detail .tl-call .tl-gen").length`)
 		tools := eval[[]string](t, p, `[...document.querySelectorAll("#trace-detail .tl-tool-row")].map(r => r.dataset.tool)`)
 		if calls < 4 || !slices.Contains(tools, "list_dir") || !slices.Contains(tools, "read_file") {
@@ -260,8 +264,7 @@ func TestCockpitTraces(t *testing.T) {
 		if len(shown) < 2 || slices.ContainsFunc(shown, func(s string) bool { return !strings.HasPrefix(s, "stopped_") }) {
 			t.Errorf("rows shown under loop stops = %q, want the stopped chains only", shown)
 		}
-		p.do(t, chromedp.SetValue(chromedp.CSS("#f-status"), ""),
-			chromedp.Evaluate[chromedp.Void](`document.querySelector("#f-status").dispatchEvent(new Event("change"))`))
+		p.do(t, chromedp.Evaluate[chromedp.Void](`(s => { s.selectedIndex = 0; s.dispatchEvent(new Event("change")); })(document.querySelector("#f-status"))`))
 	})
 
 	t.Run("no glued turns in the trace, the cockpit or the details blocks", func(t *testing.T) {
