@@ -46,7 +46,8 @@ func (p *page) poll(t *testing.T, expr string, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(p.ctx, timeout)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
-		t.Fatalf("waiting for %s: %v", firstLine(expr), err)
+		page := eval[string](t, p, `location.hash + "\n" + document.querySelector("main").innerText.slice(0, 1500)`)
+		t.Fatalf("waiting for %s: %v; the page shows:\n%s", firstLine(expr), err, page)
 	}
 }
 
@@ -225,6 +226,39 @@ func TestCockpitTraces(t *testing.T) {
 			t.Errorf("resumed timeline segments add up to %v ms, want %v", tl.Segments, tl.Total)
 		}
 		p.do(t, chromedp.Evaluate[chromedp.Void](`location.hash = "#/traces"`))
+	})
+
+	t.Run("the cockpit's weather example runs the client tool round trip", func(t *testing.T) {
+		p.do(t, chromedp.Evaluate[chromedp.Void](`location.hash = "#/"`))
+		p.poll(t, `!document.querySelector("#empty").hidden`, 10*time.Second)
+		p.do(t, chromedp.Click(chromedp.CSS(`.examples [data-client-tool="get_weather"]`)))
+		if offered := eval[bool](t, p, `!document.querySelector("#client-tool").hidden`); !offered {
+			t.Error("the weather example does not say the page offers get_weather")
+		}
+		p.do(t, chromedp.Focus(chromedp.CSS("#input")), pressEnter)
+		// While the page runs the tool, OL1 shows as waiting for the client.
+		p.poll(t, `document.querySelector('#conversation .message.assistant .badge[data-node="OL1"]')?.dataset.status === "awaiting_client"`, 10*time.Second)
+		a := p.waitAnswer(t)
+		if a.State != "done" {
+			t.Fatalf("answer state = %q (error %q), want done", a.State, p.text(t, a.sel(".error-box")))
+		}
+		if got := eval[map[string]string](t, p, fmt.Sprintf(`Object.fromEntries([...document.querySelectorAll(%q)].map(b => [b.dataset.node, b.dataset.status]))`, a.sel(".badge"))); !maps(got, map[string]string{"OL1": "ok", "M1": "ok", "M2": "ok"}) {
+			t.Errorf("badges = %v, want the resumed chain's stages ok", got)
+		}
+		if reply := p.text(t, a.sel(".reply")); !strings.Contains(reply, "get_weather") {
+			t.Errorf("reply = %q, want M2's weather answer", reply)
+		}
+		// Its link opens the resumed trace, whose OL1 ran the page's tool.
+		p.do(t, chromedp.Click(chromedp.CSS(a.sel(".trace-link"))))
+		p.poll(t, `document.querySelector("#trace-detail .tl-client-row") !== null`, 10*time.Second)
+		if result := p.text(t, `#trace-detail .stage-detail[data-node="OL1"] .tool-call[data-tool="get_weather"] .tc-result`); !strings.Contains(result, "made up by the cockpit") {
+			t.Errorf("get_weather result in the trace = %q, want the page's", result)
+		}
+		p.do(t, chromedp.Evaluate[chromedp.Void](`location.hash = "#/traces"`))
+		statuses := eval[[]string](t, p, `[...document.querySelectorAll(".trace-row")].filter(r => r.textContent.includes("HeadlessChrome") && r.textContent.includes("weather")).map(r => r.dataset.status)`)
+		if !slices.Equal(statuses, []string{"ok", "awaiting_client"}) {
+			t.Errorf("the page's weather chains = %q, want the resumed one (ok) over the one that waited", statuses)
+		}
 	})
 
 	t.Run("a second key cannot see the first key's traces", func(t *testing.T) {

@@ -43,7 +43,7 @@ func demoBanner(w io.Writer, addr string) {
 	}
 	fmt.Fprintf(w, "  try: curl -s http://%s/v1/chat/completions -H 'Content-Type: application/json' \\\n"+
 		"         -d '{\"model\":\"chain/reflexive\",\"messages\":[{\"role\":\"user\",\"content\":\"loop: compare the files\"}]}'\n"+
-		"  weather needs a client that offers get_weather: see the README's demo section.\n"+
+		"  weather needs a client that offers get_weather: the cockpit's weather example, or the README's SDK snippet.\n"+
 		"  Short questions go to M1 alone, which says it is a demo and echoes them.\n", addr)
 }
 

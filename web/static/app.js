@@ -14,6 +14,33 @@ const KEY_KEY = "chain-cockpit:api-key";
 const READY_EVERY_MS = 15000;
 const HISTORY_MAX = 40;
 const MODES = ["auto", "simple", "reflexive"];
+/** How long the page "runs" its demo tool, so the chain's wait shows. */
+const CLIENT_TOOL_MS = 1200;
+
+/**
+ * The page's own client tool, for the demo's weather story: offered to the
+ * chain, run here, its result sent back so that the chain resumes. A demo:
+ * the weather is made up, and says so.
+ */
+const WEATHER_TOOL = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "Current weather of a city (the cockpit's demo tool)",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+};
+
+function runWeather(call) {
+  let city = "?";
+  try {
+    city = JSON.parse(call.function?.arguments ?? "{}").city ?? "?";
+  } catch {
+    // the model's arguments are not JSON: the tool says so, as a tool would
+    return "Error: the arguments are not JSON";
+  }
+  return `sunny, 24°C in ${city} (made up by the cockpit's demo get_weather tool)`;
+}
 
 const $ = (sel) => document.querySelector(sel);
 const ui = {
@@ -29,6 +56,7 @@ const ui = {
   nodes: $("#nodes"),
   store: $("#store"),
   demo: $("#demo"),
+  clientTool: $("#client-tool"),
 };
 
 /** @type {{session: string, mode: string, seq: number, messages: object[]}} */
@@ -37,6 +65,8 @@ const state = load();
 const views = new Map();
 /** @type {{controller: AbortController, msg: object} | null} */
 let running = null;
+/** The client tool the next message offers (the weather example), or "". */
+let offerTool = "";
 
 function newID() {
   // crypto.randomUUID needs a secure context; getRandomValues does not, and
@@ -185,12 +215,20 @@ function send(raw) {
   const text = raw.replace(/^\s*\n|\s+$/g, "");
   if (running || text.trim() === "") return;
   const user = { id: nextID(), role: "user", content: text };
+  if (offerTool) user.clientTool = offerTool;
+  setOfferTool("");
   const hist = history(null);
   state.messages.push(user);
   viewFor(user);
   ui.input.value = "";
   autosize();
   start(user, hist);
+}
+
+function setOfferTool(name) {
+  offerTool = name;
+  ui.clientTool.hidden = !name;
+  ui.clientTool.querySelector(".ct-name").textContent = name;
 }
 
 function start(user, hist) {
@@ -211,7 +249,8 @@ function start(user, hist) {
   save();
   paintNow(msg);
   scrollToBottom();
-  run(msg, user.content, hist);
+  if (user.clientTool) runClientTool(msg, user.content, hist);
+  else run(msg, user.content, hist);
 }
 
 function retry(msg) {
@@ -300,6 +339,83 @@ async function run(msg, text, hist) {
     setBusy(false);
     if (failed || msg.error) refreshReady();
     if (document.activeElement === document.body || document.activeElement === ui.stop) ui.input.focus();
+  }
+}
+
+/**
+ * runClientTool asks the chain with the page's own tool offered, through
+ * the OpenAI API (POST /chat takes no tools): when the chain calls it, the
+ * answer ends with the call (OL1 waiting for the client), the page runs
+ * the tool and sends the result back, and the chain resumes where it
+ * waited. The traces view shows both requests.
+ */
+async function runClientTool(msg, text, hist) {
+  const controller = new AbortController();
+  running = { controller, msg };
+  setBusy(true);
+  const started = performance.now();
+  const headers = { "Content-Type": "application/json", "X-Chain-Session": state.session };
+  const key = localStorage.getItem(KEY_KEY);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const messages = [...hist, { role: "user", content: text }];
+  let failed = false;
+  try {
+    // A chain may call the tool again in a later turn: a few round trips.
+    for (let round = 0; round < 4 && msg.state === "streaming"; round++) {
+      const res = await fetch(api("v1/chat/completions"), {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ model: "chain/reflexive", messages, tools: [WEATHER_TOOL] }),
+        signal: controller.signal,
+      });
+      if (!res.ok) {
+        failed = true;
+        await applyHTTPError(msg, res);
+        break;
+      }
+      const r = await res.json();
+      msg.traceId = res.headers.get("X-Chain-Trace-Id") ?? msg.traceId;
+      if (r.chain) applyChain(msg, r.chain);
+      msg.usage = r.usage ?? msg.usage;
+      const choice = r.choices?.[0] ?? {};
+      const m = choice.message ?? {};
+      const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
+      if (choice.finish_reason !== "tool_calls" || calls.length === 0) {
+        msg.content = typeof m.content === "string" ? m.content : "";
+        msg.state = "done";
+        break;
+      }
+      messages.push({ role: "assistant", content: m.content ?? "", tool_calls: calls });
+      msg.liveNote = `The chain waits for this page to run ${calls.map((c) => c.function?.name).join(", ")}…`;
+      paintNow(msg);
+      await new Promise((resolve) => setTimeout(resolve, CLIENT_TOOL_MS));
+      controller.signal.throwIfAborted();
+      for (const c of calls) {
+        const out = c.function?.name === WEATHER_TOOL.function.name ? runWeather(c) : `Error: this page has no tool ${c.function?.name}`;
+        messages.push({ role: "tool", tool_call_id: c.id, content: out });
+      }
+      msg.liveNote = "Sent the tool's result: the chain resumes…";
+      paintNow(msg);
+    }
+    if (msg.state === "streaming") {
+      msg.state = "error";
+      msg.error ??= { message: "The chain kept calling the page's tool: stopped after four round trips." };
+    }
+  } catch (err) {
+    if (err?.name === "AbortError") msg.state = "stopped";
+    else {
+      failed = true;
+      msg.state = "error";
+      msg.error = { message: `Network error: could not reach the proxy (${err?.message ?? err}).`, code: "network_error" };
+    }
+  } finally {
+    delete msg.liveNote;
+    msg.durationMs = Math.round(performance.now() - started);
+    running = null;
+    save();
+    paintNow(msg);
+    setBusy(false);
+    if (failed) refreshReady();
   }
 }
 
@@ -524,10 +640,12 @@ ui.mode.addEventListener("change", () => {
 for (const b of document.querySelectorAll("[data-example]")) {
   b.addEventListener("click", () => {
     ui.input.value = b.dataset.example;
+    setOfferTool(b.dataset.clientTool ?? "");
     autosize();
     ui.input.focus();
   });
 }
+ui.clientTool.querySelector("button").addEventListener("click", () => setOfferTool(""));
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && running) stop();
 });

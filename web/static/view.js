@@ -325,7 +325,9 @@ export class MessageView {
     let text = "Sending…";
     if (msg.mode) text = "Classified, starting…";
     const current = [...(msg.stages ?? [])].reverse().find((s) => s.status === "running");
-    if (msg.deltas > 0) {
+    if (msg.liveNote) {
+      text = msg.liveNote;
+    } else if (msg.deltas > 0) {
       text = current ? `${current.node} writing the answer…` : "Writing the answer…";
     } else if (current) {
       text = `${current.node} working · turn ${current.turns || 1}${current.max_turns ? ` of ${current.max_turns}` : ""}`;
