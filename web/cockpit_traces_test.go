@@ -440,7 +440,7 @@ func TestCockpitPromptView(t *testing.T) {
 	if marks := fmt.Sprint(got["marks"]); !strings.Contains(marks, "fitted: summary of earlier turns") || !strings.Contains(marks, "fitted: shortened to fit") {
 		t.Errorf("fit marks = %s, want each fitted message marked in words", marks)
 	}
-	if actions := fmt.Sprint(got["actions"]); !strings.Contains(actions, "summarized turns 1–6 (summary s-1): 6 turns folded into a summary") || !strings.Contains(actions, "shortened turns 7") {
+	if actions := fmt.Sprint(got["actions"]); !strings.Contains(actions, "summarized turns 1–6 (summary s-1): 6 turns folded into a summary") || !strings.Contains(actions, "shortened turn 7: read_file result cut in the middle") {
 		t.Errorf("context actions = %s, want each listed with its turns", actions)
 	}
 	p.screenshot(t, filepath.Join(screenshotDir(t), "trace-prompt.png"), 1280, 1600, false, false)

@@ -282,6 +282,7 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 // finds the trace.
 func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace, traceJSON []byte, runErr error) {
 	sum, listed := s.hub.end(who, id, tr, runErr)
+	defer s.hub.stored(id)
 	if s.traces == nil || tr == nil {
 		return
 	}

@@ -123,7 +123,7 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 		it = h.add(req.TraceID, req.Caller, question(req.Messages), req.Client)
 	}
 	tr := it.partial
-	if tr == nil {
+	if tr == nil || it.sum.Status != traceRunning {
 		return // already ended
 	}
 	switch ev.Kind {
@@ -187,7 +187,9 @@ func (h *traceHub) add(id, owner, question, client string) *listedTrace {
 // end records how the request of chain id, listed for who, ended; tr is
 // its trace, nil when the request failed before the chain ran (it was then
 // never listed). It returns the summary that heads the stored trace, and
-// false when the chain was not listed.
+// false when the chain was not listed. Readers hear of the end from
+// stored, once the trace can be read: until then the chain opens with its
+// stages so far.
 func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -195,7 +197,6 @@ func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary
 	if it == nil || it.owner != who {
 		return traceSummary{}, false
 	}
-	it.partial = nil
 	if tr != nil {
 		it.sum.Mode = tr.Mode
 		it.sum.Stages, it.sum.Tokens = badges(tr)
@@ -209,8 +210,17 @@ func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary
 		}
 	}
 	it.sum.Status = chainStatus(tr, err)
-	h.publish(it)
 	return it.summary(h.now()), true
+}
+
+// stored tells the readers that chain id ended, its trace stored.
+func (h *traceHub) stored(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if it := h.items[id]; it != nil && it.partial != nil {
+		it.partial = nil
+		h.publish(it)
+	}
 }
 
 // publish tells the readers allowed to see it that it changed; h.mu is held.

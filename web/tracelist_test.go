@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"chainproxy/chain"
 	"chainproxy/config"
 )
 
@@ -218,5 +221,74 @@ chain:
 	ids := []string{<-done, <-done}
 	if !slices.Contains(ids, id) {
 		t.Errorf("streamed chain %s is none of the requests' %q", id, ids)
+	}
+}
+
+func TestChainStatus(t *testing.T) {
+	st := func(statuses ...string) *chain.Trace {
+		tr := &chain.Trace{}
+		for _, s := range statuses {
+			tr.Stages = append(tr.Stages, chain.StageTrace{Node: "N", Status: s})
+		}
+		return tr
+	}
+	tests := []struct {
+		name string
+		tr   *chain.Trace
+		err  error
+		want string
+	}{
+		{"all ok", st("ok", "ok", "ok"), nil, "ok"},
+		{"first stop wins", st("stopped_repeat", "ok", "degenerate"), nil, "stopped_repeat"},
+		{"degenerate answer", st("ok", "ok", "degenerate"), nil, "degenerate"},
+		{"skipped offline is no stop", st("skipped_offline", "ok", "ok"), nil, "ok"},
+		{"waiting for the client", st("awaiting_client"), nil, "awaiting_client"},
+		{"the request failed", st("failed", "failed"), errors.New("every stage failed"), "failed"},
+		{"failed with no trace", nil, errors.New("canceled"), "failed"},
+		{"no stage", st(), nil, "failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := chainStatus(tt.tr, tt.err); got != tt.want {
+				t.Errorf("chainStatus = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestQuestion(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	tests := []struct {
+		name string
+		msgs []chain.Message
+		want string
+	}{
+		{"the last user message's first line", []chain.Message{{Role: "user", Content: "old"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "  new\nmore"}}, "new"},
+		{"tool results after it", []chain.Message{{Role: "user", Content: "q"}, {Role: "assistant"}, {Role: "tool", Content: "sunny"}}, "q"},
+		{"capped on a rune boundary", []chain.Message{{Role: "user", Content: long}}, strings.Repeat("é", 100) + "…"},
+		{"none", []chain.Message{{Role: "system", Content: "s"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := question(tt.msgs); got != tt.want {
+				t.Errorf("question = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if got := clientName("curl/8\x00\x1b[31m" + strings.Repeat("x", 200)); strings.ContainsAny(got, "\x00\x1b") || len(got) > 124 {
+		t.Errorf("clientName kept control characters or length: %q", got)
+	}
+}
+
+// TestTraceHubKeepsTheLast: the list holds the last traceListCap chains,
+// the oldest going first.
+func TestTraceHubKeepsTheLast(t *testing.T) {
+	h := newTraceHub()
+	for i := range traceListCap + 3 {
+		h.Watch(&chain.RunRequest{TraceID: fmt.Sprint(i)}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
+	}
+	got := h.list("", false)
+	if len(got) != traceListCap || got[0].TraceID != "3" || got[len(got)-1].TraceID != fmt.Sprint(traceListCap+2) {
+		t.Errorf("list = %d chains from %s to %s, want %d from 3", len(got), got[0].TraceID, got[len(got)-1].TraceID, traceListCap)
 	}
 }

@@ -481,8 +481,8 @@ export const FIT_MARK = {
 
 /** Context actions, as a line each. */
 function contextAction(a) {
-  const turns =
-    a.from_turn || a.to_turn ? ` turns ${a.from_turn ?? "?"}${a.to_turn && a.to_turn !== a.from_turn ? `–${a.to_turn}` : ""}` : "";
+  const span = a.to_turn && a.to_turn !== a.from_turn;
+  const turns = a.from_turn || a.to_turn ? ` ${span ? "turns" : "turn"} ${a.from_turn ?? "?"}${span ? `–${a.to_turn}` : ""}` : "";
   const sum = a.summary_id ? ` (summary ${a.summary_id})` : "";
   return `${a.action ?? "?"}${turns}${sum}${a.detail ? `: ${a.detail}` : ""}`;
 }
@@ -520,9 +520,12 @@ function promptView(stage) {
     }
     box.append(c);
   }
+  const last = calls.findLastIndex((c) => Array.isArray(c.messages) && c.messages.length);
   calls.forEach((call, i) => {
     if (!Array.isArray(call.messages) || call.messages.length === 0) return;
     const d = el("details", "pv-call");
+    // The last prompt is the one the stage's answer came from: open.
+    d.open = i === last;
     d.dataset.kind = call.kind || "turn";
     const fitted = call.messages.filter((m) => m.fit).length;
     const label = call.kind === "summary" ? `Summary call${call.node ? ` on ${call.node}` : ""}` : `Call ${i + 1} · turn ${call.turn ?? "?"}`;
