@@ -84,7 +84,9 @@ type Engine struct {
 	caps       *capabilities
 	resume     ResumeStore
 	log        *slog.Logger
-	watcher    watchers
+	// watcher sees every run's events (SetWatcher); a pointer, so that
+	// setting it never races with the runs reading it.
+	watcher atomic.Pointer[Watcher]
 }
 
 // New builds an Engine over the configured nodes.

@@ -1,7 +1,5 @@
 package chain
 
-import "sync/atomic"
-
 // Watcher sees the events of every run as they happen, whatever front
 // started it and whether or not that front follows the run itself: the
 // cockpit's list of traces follows running chains through it. Watch runs on
@@ -9,10 +7,6 @@ import "sync/atomic"
 type Watcher interface {
 	Watch(req *RunRequest, ev Event)
 }
-
-// watchers holds the engine's Watcher; a pointer to an interface value, so
-// that SetWatcher and the runs do not race.
-type watchers = atomic.Pointer[Watcher]
 
 // SetWatcher makes w see every later run's events (nil stops it).
 func (e *Engine) SetWatcher(w Watcher) {
