@@ -357,7 +357,7 @@ func TestCockpitTraces(t *testing.T) {
 		}{
 			{"traces", "#/traces", 1280, 800, false},
 			{"traces-dark", "#/traces", 1280, 800, true},
-			{"trace-timeline", "#/traces/" + resumed, 1280, 1400, false},
+			{"trace-timeline", "#/traces/" + resumed, 1280, 1000, false},
 			{"traces-narrow", "#/traces", 375, 740, false},
 			{"trace-narrow-dark", "#/traces/" + streamed, 375, 740, true},
 		} {
@@ -365,6 +365,16 @@ func TestCockpitTraces(t *testing.T) {
 			p.screenshot(t, filepath.Join(shots, s.name+".png"), s.width, s.height, s.dark, false)
 		}
 		t.Logf("screenshots in %s", shots)
+		// UPDATE_SCREENSHOT=1: the README's picture of a trace's timeline.
+		if os.Getenv("UPDATE_SCREENSHOT") == "1" {
+			b, err := os.ReadFile(filepath.Join(shots, "trace-timeline.png"))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(repoRoot(t), "docs", "traces.png"), b, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 }
 
