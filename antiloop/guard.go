@@ -132,6 +132,22 @@ func (g *Guard) Admit(ctx context.Context, conv, callID string, sig uint64, read
 // than any Invalidate: it is dropped and the call runs again, so that a read
 // after a write always returns fresh content.
 func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64, readOnly bool, reads string) (Decision, error) {
+	return g.AdmitStamped(ctx, conv, callID, sig, readOnly, reads, "")
+}
+
+// Unstamped is the stamp of a state that could not be stamped: no stored
+// result is served to a call that gives it.
+const Unstamped = "-"
+
+// AdmitStamped is [Guard.AdmitScoped] for a read that can tell the present
+// state of what it reads (stamp: a file's size and modification time, say,
+// as [Guard.RecordStamped] stored it): a stored result is served only if it
+// was recorded with the same stamp, so that a file changed by hand, outside
+// the proxy's own tools, is read again (issue 25). An empty stamp is no
+// stamp (HTTP and MCP reads): only writes made through the tools make
+// their results stale. [Unstamped] is never fresh.
+func (g *Guard) AdmitStamped(ctx context.Context, conv, callID string, sig uint64, readOnly bool, reads, stamp string) (Decision, error) {
+	sc := scope{reads: reads, stamp: cleanStamp(stamp)}
 	var idKey string
 	if callID != "" && g.callIDTTL > 0 {
 		idKey = callIDKey(conv, callID, sig)
@@ -140,7 +156,7 @@ func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64
 			return Decision{}, fmt.Errorf("antiloop: look up call id: %w", err)
 		}
 		if ok {
-			stale, err := g.stale(ctx, conv, reads, sig, val, readOnly)
+			stale, err := g.stale(ctx, conv, sc, sig, val, readOnly)
 			if err != nil {
 				return Decision{}, err
 			}
@@ -153,13 +169,13 @@ func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64
 		}
 	}
 	if g.signatureTTL > 0 {
-		d, ok, err := g.claim(ctx, conv, reads, sig, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
+		d, ok, err := g.claim(ctx, conv, sc, sig, signatureKey(conv, sig), g.signatureTTL, readOnly, "")
 		if err != nil || !ok {
 			return d, err
 		}
 	}
 	if idKey != "" {
-		d, ok, err := g.claim(ctx, conv, reads, sig, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
+		d, ok, err := g.claim(ctx, conv, sc, sig, idKey, g.callIDTTL, readOnly, "call id "+callID+" already executed")
 		if err != nil || !ok {
 			return d, err
 		}
@@ -171,7 +187,7 @@ func (g *Guard) AdmitScoped(ctx context.Context, conv, callID string, sig uint64
 // the stored value implies and ok false. what describes an earlier run;
 // empty means "same call ran … ago". A stored result made stale by a write
 // is deleted and the claim tried again.
-func (g *Guard) claim(ctx context.Context, conv, reads string, sig uint64, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
+func (g *Guard) claim(ctx context.Context, conv string, sc scope, sig uint64, key string, ttl time.Duration, readOnly bool, what string) (Decision, bool, error) {
 	// Three times: the holder's key may expire between Claim and Get, and
 	// a stale result is deleted once.
 	for range 3 {
@@ -189,7 +205,7 @@ func (g *Guard) claim(ctx context.Context, conv, reads string, sig uint64, key s
 		if !ok {
 			continue
 		}
-		stale, err := g.stale(ctx, conv, reads, sig, val, readOnly)
+		stale, err := g.stale(ctx, conv, sc, sig, val, readOnly)
 		if err != nil {
 			return Decision{}, false, err
 		}
@@ -238,11 +254,16 @@ func (g *Guard) Invalidate(ctx context.Context, conv string, sig uint64, scopes 
 // last write to reads or to the whole conversation; a write's record is,
 // when another write came after it. A claim still pending is never stale:
 // it is a call running now.
-func (g *Guard) stale(ctx context.Context, conv, reads string, sig uint64, val []byte, readOnly bool) (bool, error) {
-	at, _, ok := parseDone(val)
+func (g *Guard) stale(ctx context.Context, conv string, sc scope, sig uint64, val []byte, readOnly bool) (bool, error) {
+	at, stamp, _, ok := parseDone(val)
 	if !ok {
 		return false, nil
 	}
+	if readOnly && (sc.stamp == Unstamped || stamp != sc.stamp) {
+		// What it read changed (or cannot be told): whatever the writes.
+		return true, nil
+	}
+	reads := sc.reads
 	if !readOnly {
 		v, ok, err := g.store.Get(ctx, invalidKey(conv, scopeWrite))
 		if err != nil {
@@ -304,9 +325,20 @@ func (g *Guard) Release(ctx context.Context, conv, callID string, sig uint64) er
 // Record stores the result of a call that Admit let run, for the call-ID
 // and signature rules.
 func (g *Guard) Record(ctx context.Context, conv, callID string, sig uint64, result []byte) error {
-	val := make([]byte, 0, len(donePrefix)+14+len(result))
+	return g.RecordStamped(ctx, conv, callID, sig, "", result)
+}
+
+// RecordStamped is [Guard.Record] for a read that stamped what it read
+// before it ran (see [Guard.AdmitStamped]).
+func (g *Guard) RecordStamped(ctx context.Context, conv, callID string, sig uint64, stamp string, result []byte) error {
+	stamp = cleanStamp(stamp)
+	val := make([]byte, 0, len(donePrefix)+15+len(stamp)+len(result))
 	val = append(val, donePrefix...)
 	val = strconv.AppendInt(val, time.Now().UnixMilli(), 10)
+	if stamp != "" {
+		val = append(val, '/')
+		val = append(val, stamp...)
+	}
 	val = append(val, ':')
 	val = append(val, result...)
 	if g.signatureTTL > 0 {
@@ -326,7 +358,7 @@ func (g *Guard) Record(ctx context.Context, conv, callID string, sig uint64, res
 // (or is running). what describes the earlier run; empty means "same call
 // ran … ago".
 func seen(val []byte, readOnly bool, what string) Decision {
-	at, result, ok := parseDone(val)
+	at, _, result, ok := parseDone(val)
 	if !ok {
 		return Decision{Verdict: Blocked, Reason: reasonStale}
 	}
@@ -340,22 +372,37 @@ func seen(val []byte, readOnly bool, what string) Decision {
 	return Decision{Verdict: Blocked, Reason: "not executed: " + what}
 }
 
-// parseDone reads "done:{unix ms}:{result}"; anything else ("pending") is
-// a call still running.
-func parseDone(val []byte) (time.Time, []byte, bool) {
+// parseDone reads "done:{unix ms}:{result}" or, stamped,
+// "done:{unix ms}/{stamp}:{result}"; anything else ("pending") is a call
+// still running.
+func parseDone(val []byte) (at time.Time, stamp string, result []byte, ok bool) {
 	rest, ok := bytes.CutPrefix(val, []byte(donePrefix))
 	if !ok {
-		return time.Time{}, nil, false
+		return time.Time{}, "", nil, false
 	}
-	ms, result, ok := bytes.Cut(rest, []byte{':'})
+	head, result, ok := bytes.Cut(rest, []byte{':'})
 	if !ok {
-		return time.Time{}, nil, false
+		return time.Time{}, "", nil, false
 	}
+	ms, st, _ := bytes.Cut(head, []byte{'/'})
 	n, err := strconv.ParseInt(string(ms), 10, 64)
 	if err != nil {
-		return time.Time{}, nil, false
+		return time.Time{}, "", nil, false
 	}
-	return time.UnixMilli(n), result, true
+	return time.UnixMilli(n), string(st), result, true
+}
+
+// scope is what a read depends on: the state it names (reads), and that
+// state's stamp when it was asked.
+type scope struct{ reads, stamp string }
+
+// cleanStamp keeps a stamp out of the stored value's separators: one with
+// a ':' or a '/' is stored as its hash.
+func cleanStamp(stamp string) string {
+	if stamp == Unstamped || !strings.ContainsAny(stamp, ":/") {
+		return stamp
+	}
+	return sigHex(xxhash.Sum64String(stamp))
 }
 
 // FormatAge writes a result's age as the model is told it: milliseconds

@@ -336,3 +336,43 @@ func TestGuardRelease(t *testing.T) {
 		t.Errorf("Admit after Release = %+v, %v; want Execute", d, err)
 	}
 }
+
+// TestGuardStamped: a stored read is served only with the stamp it was
+// recorded with; an unstampable state and a missing stamp never get it.
+func TestGuardStamped(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name, recorded, asked string
+		want                  antiloop.Verdict
+	}{
+		{"same stamp", "s12m34", "s12m34", antiloop.Cached},
+		{"file changed", "s12m34", "s13m35", antiloop.Execute},
+		{"file removed", "s12m34", "absent", antiloop.Execute},
+		{"unstampable", "s12m34", antiloop.Unstamped, antiloop.Execute},
+		{"recorded unstampable", antiloop.Unstamped, antiloop.Unstamped, antiloop.Execute},
+		{"recorded without, asked with", "", "s12m34", antiloop.Execute},
+		{"no stamps (HTTP read)", "", "", antiloop.Cached},
+		{"stamp with separators", "a:b/c", "a:b/c", antiloop.Cached},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := antiloop.NewGuard(store.NewMemory(0, 0), sigTTL, idTTL)
+			if _, err := g.AdmitStamped(ctx, "c", "", 7, true, "file:notes.md", tt.recorded); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.RecordStamped(ctx, "c", "", 7, tt.recorded, []byte("first draft")); err != nil {
+				t.Fatal(err)
+			}
+			d, err := g.AdmitStamped(ctx, "c", "", 7, true, "file:notes.md", tt.asked)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Verdict != tt.want {
+				t.Errorf("AdmitStamped(%q) after RecordStamped(%q) = %v, want %v", tt.asked, tt.recorded, d.Verdict, tt.want)
+			}
+			if d.Verdict == antiloop.Cached && string(d.Result) != "first draft" {
+				t.Errorf("served %q, want the recorded result", d.Result)
+			}
+		})
+	}
+}

@@ -173,3 +173,10 @@ func BenchmarkTraceEncode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkChainReflexiveToolsWindowed is BenchmarkChainReflexiveTools on
+// nodes with a known window: every call's prompt is measured against it
+// (and fits), which must cost next to nothing.
+func BenchmarkChainReflexiveToolsWindowed(b *testing.B) {
+	benchRun(b, strings.ReplaceAll(chainConfig(true), "    provider: mock\n", "    provider: mock\n    context_window: 32768\n"), chain.ModelReflexive, 5)
+}

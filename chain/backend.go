@@ -8,6 +8,7 @@ import (
 
 	"chainproxy/config"
 	"chainproxy/internal/redact"
+	"chainproxy/memory"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,28 +18,12 @@ import (
 	"syscall"
 )
 
-// Message is one message of a conversation in the proxy's own neutral form;
-// each backend translates it to its wire protocol.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	// Reasoning is hidden thinking, kept apart from Content so it never
-	// leaks into a reply.
-	Reasoning  string     `json:"reasoning_content,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	// Name is the tool name of a tool message.
-	Name string `json:"name,omitempty"`
-}
+// Message is one message of a conversation in the proxy's own neutral form
+// (memory.Message): each backend translates it to its wire protocol.
+type Message = memory.Message
 
-// ToolCall is a model's request to call a tool.
-type ToolCall struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Arguments is the JSON text the model wrote. It may be invalid JSON: the
-	// anti-loop counts that as a format error rather than failing the call.
-	Arguments string `json:"arguments"`
-}
+// ToolCall is a model's request to call a tool (memory.ToolCall).
+type ToolCall = memory.ToolCall
 
 // Tool is a function offered to a model.
 type Tool struct {
@@ -80,6 +65,11 @@ type Request struct {
 	// call (Ollama's keep_alive: negative for ever, 0 unload); nil leaves
 	// the upstream's default. Backends without the notion ignore it.
 	KeepAlive *time.Duration
+	// NumCtx, when positive, is the window the upstream should run the
+	// model with (Ollama's options.num_ctx): the node's configured
+	// context_window, the same on every call so that Ollama never reloads
+	// the model for it. Backends without the notion ignore it.
+	NumCtx int
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a

@@ -28,6 +28,18 @@ type ModelInfo struct {
 	// Capabilities are the model's capabilities ("completion", "tools",
 	// "thinking", "vision", …); nil when the server does not say.
 	Capabilities []string
+	// MaxWindow is the longest context the model was trained for (Ollama's
+	// model_info "<arch>.context_length"); Window is the window the server
+	// runs it with (a loaded Ollama model's context_length, vLLM's
+	// max_model_len). 0: not said.
+	MaxWindow, Window int
+}
+
+// WindowReader is the optional capability of a backend that can tell the
+// window its server runs the model with right now (Ollama's /api/ps, once
+// the model is loaded); 0 when it cannot tell.
+type WindowReader interface {
+	LoadedWindow(ctx context.Context) (int, error)
 }
 
 // Describer is the optional capability of a backend that can look its model
@@ -94,6 +106,12 @@ func (e *Engine) describe(ctx context.Context, n *Node) error {
 	}
 	if err != nil {
 		return err
+	}
+	if info.Window > 0 && n.ContextWindow == 0 {
+		e.windows.set(n.Name, info.Window)
+	}
+	if n.ContextWindow > 0 && info.MaxWindow > 0 && n.ContextWindow > info.MaxWindow {
+		return &WindowError{Node: n.Name, Window: n.ContextWindow, Max: info.MaxWindow}
 	}
 	caps := info.Capabilities
 	if n.Capabilities != nil {

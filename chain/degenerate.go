@@ -4,205 +4,74 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"chainproxy/antiloop"
 )
 
-// A repetition loop is one segment of loopMinRunes characters or more
-// repeated loopMinCopies times or more in a row (issue 10). Shorter
-// periods are not loops: a rule of "=====" or a table's "|---|---|" repeats
-// a few bytes, as real answers do.
-const (
-	loopMinRunes  = 20
-	loopMinCopies = 5
-	// loopMaxPeriod bounds the segment searched for, in bytes, so that the
-	// check of each streamed chunk costs a bounded scan.
-	loopMaxPeriod = 2048
-	// loopTail is how much of the end of the content is looked for earlier.
-	loopTail = 20
-)
-
-// errLoop stops an upstream call whose answer went into a repetition loop:
-// what follows would be more of the same, at the price of tokens.
+// errLoop stops an upstream call whose answer (or reasoning) went into a
+// repetition loop: what follows would be more of the same, at the price of
+// tokens.
 var errLoop = errors.New("repetition loop")
-
-// repetition is a run of copies of one segment at the end of a text.
-type repetition struct {
-	// keep is where the text is cut if it is a loop: after the first copy.
-	keep int
-	// hold is where the fifth copy starts: a streamed answer is held back
-	// from there while it may be one, so that the client never sees five.
-	hold int
-	// seg is the segment's length in characters, copies how many times it
-	// came, whole.
-	seg, copies int
-}
-
-// loop reports whether the run is long enough to be a repetition loop.
-func (rep repetition) loop() bool { return rep.copies >= loopMinCopies }
-
-// findRun reports whether s ends in two copies or more of a segment of
-// loopMinRunes characters or more: two copies announce a loop (see
-// answerGate.next). It looks for the last loopTail bytes earlier in s:
-// a text that ends p-periodic has them p bytes back. The nearest
-// occurrences are tried first, so the period found is the shortest; a
-// shortest period under loopMinRunes is no loop. It scans at most
-// loopMaxPeriod bytes and allocates nothing, so it can run on streamed
-// chunks.
-func findRun(s string) (repetition, bool) {
-	const least = 2
-	n := len(s)
-	if n < loopMinRunes*least {
-		return repetition{}, false
-	}
-	tail := s[n-loopTail:]
-	// least copies of p bytes need least·p bytes: a longer period cannot
-	// have them yet.
-	lo := max(0, n-loopTail-min(loopMaxPeriod, n/least))
-	// The last few occurrences of the tail that start from lo up to
-	// n-loopTail-1 (periods from 1), found forward from its rarest byte:
-	// IndexByte skips prose at vector speed when the byte is rare, where
-	// strings.Index stops at every common first byte (and LastIndex is a
-	// byte loop).
-	at := rarest(tail)
-	c := tail[at]
-	var near [4]int
-	found := 0
-	for i := lo + at; ; {
-		j := strings.IndexByte(s[i:n-loopTail+at], c)
-		if j < 0 {
-			break
-		}
-		i += j
-		if start := i - at; s[start:start+loopTail] == tail {
-			near[found%len(near)] = start
-			found++
-		}
-		i++
-	}
-	for k := 0; k < min(found, len(near)); k++ {
-		at := near[(found-1-k)%len(near)] // nearest first
-		p := n - loopTail - at
-		if least*p > n {
-			return repetition{}, false
-		}
-		if s[n-least*p:n-p] == s[n-(least-1)*p:] {
-			seg := s[n-p:]
-			if p < loopMinRunes || utf8.RuneCountInString(seg) < loopMinRunes || !hasLetter(seg) {
-				return repetition{}, false
-			}
-			start := n - least*p
-			for start > 0 && s[start-1] == s[start-1+p] {
-				start--
-			}
-			return repetition{keep: start + p, hold: start + (loopMinCopies-1)*p, seg: utf8.RuneCountInString(seg), copies: (n - start) / p}, true
-		}
-	}
-	return repetition{}, false
-}
-
-// rarest is the index of the byte of s that is least common in text, by
-// byteRank, the first of them on a tie. Without a branch on the ranks,
-// which are random to the branch predictor.
-func rarest(s string) int {
-	best := uint(byteRank[s[0]]) << 16
-	for i := 1; i < len(s); i++ {
-		best = min(best, uint(byteRank[s[i]])<<16|uint(i))
-	}
-	return int(best & 0xffff)
-}
-
-// byteRank orders bytes by how common they are in prose, the most common
-// highest: the space, then lower-case letters by their frequency in
-// English and French. Every other byte (capitals, digits, punctuation,
-// UTF-8 continuation bytes) ranks 0: they are rare enough.
-var byteRank = func() (r [256]uint8) {
-	const common = "zqxjkvbpygfwmucldhrsnioate " // least common first
-	for i := range len(common) {
-		r[common[i]] = uint8(i + 1)
-	}
-	return r
-}()
-
-// hasLetter reports whether s has a letter: a repeated run of digits,
-// spaces and punctuation is a table or a drawing, not a model chanting.
-func hasLetter(s string) bool {
-	for _, r := range s {
-		if unicode.IsLetter(r) {
-			return true
-		}
-	}
-	return false
-}
-
-// quietStep is how often, in bytes, the content of a call that is not
-// streamed is checked for a repetition loop: a loop found a few hundred
-// bytes late is cut at its first copy all the same.
-const quietStep = 256
 
 // answerGate decides, chunk by chunk, what of a model call's content may be
 // shown to the client as it streams. It holds content back only while it
-// may still turn out not to be an answer: the start of a text tool call,
-// or a verbatim copy of an earlier stage's answer. It finds repetition
-// loops in every call, shown or not.
+// may still turn out not to be an answer: the start of a text tool call, a
+// copy of an earlier stage's answer, or the copy of a repeated segment that
+// would make it a loop. It finds repetition loops in every call, shown or
+// not, with the one detector the whole answer is judged by
+// (antiloop.Repeats): a call streamed and the same call not streamed get
+// the same verdict.
 type answerGate struct {
 	// calls: text tool calls may come (hold them); bare: as the whole
 	// content too.
 	calls, bare bool
 	// copies are the earlier stages' answers the content may still be
-	// copying, trimmed.
+	// copying, trimmed (compared with whitespace collapsed: foldPrefix).
 	copies []string
 	// shown is how many bytes of the content were let through.
 	shown int
-	// check is the content length from which runs must be looked for
-	// again (see next).
-	check int
-	// quiet: the content is not streamed to the client, so no copy needs
-	// holding back; runs are looked for every quietStep bytes, only to stop
-	// the call and save its tokens.
+	// quiet: the content is not streamed to the client: nothing is shown,
+	// loops are looked for only to stop the call and save its tokens.
 	quiet bool
+	rep   antiloop.Repeats
 	// loop is the repetition found, if any.
-	loop *repetition
+	loop *antiloop.Loop
 }
 
 // next takes the content so far and returns what more of it may be shown.
-// It returns errLoop once the content ends in a repetition loop: the call
-// must stop, and its content is cut at g.loop.keep. It holds back the
-// content from where a fifth copy would start while the content ends in
-// four. It looks for loops only every 40 bytes until two copies show up:
-// see pass, which the streaming path tries first.
+// It returns errLoop once the content holds a repetition loop: the call
+// must stop, and its content is cut at g.loop.Keep. While the content ends
+// in a run one copy short of a loop, that copy is held back. The streaming
+// path tries pass first.
 func (g *answerGate) next(content string) (string, error) {
-	if len(content) >= g.check {
-		return g.look(content)
+	if l, ok := g.rep.Scan(content); ok {
+		return g.cut(content, l), errLoop
 	}
-	// No two copies ended at the last check: four copies of p ≥ 20 bytes
-	// cannot end within the next 40 bytes (at the last check, 2p of them
-	// would have been there already), and the fifth starts later still.
-	// A look every 40 bytes or so is enough.
 	if g.quiet {
 		return "", nil // nothing of a quiet call is shown
 	}
-	return g.release(content, g.safe(content)), nil
+	return g.release(content, min(g.rep.Hold(), g.safe(content))), nil
 }
 
-// pass is next for the usual chunk, on a path the compiler inlines, as
-// the streaming path calls it for every chunk: between two looks for a
-// loop, with the start of the answer out (so it is no copy of an earlier
-// one) and nothing held, the new bytes go out unless one of them may
-// start a text call. ok is false when next must decide.
+// pass is next for the usual chunk, in one call: its new bytes need no
+// judging by the detector (no look offset, no line end, no loop), the
+// start of the answer is out (so it is no copy of an earlier one), no copy
+// of a repeated segment is held, and none of them may start a text call.
+// ok is false when next must decide.
 func (g *answerGate) pass(content string) (out string, ok bool) {
-	switch {
-	case len(content) >= g.check:
+	if !g.rep.Skip(content) {
 		return "", false
-	case g.quiet:
+	}
+	if g.quiet {
 		return "", true // nothing of a quiet call is shown
-	case g.shown == 0:
-		return "", false
+	}
+	if g.shown == 0 || g.rep.Hold() < len(content) {
+		return g.release(content, min(g.rep.Hold(), g.safe(content))), true
 	}
 	if g.calls {
 		for i := g.shown; i < len(content); i++ {
 			if c := content[i]; c == '<' || c == '[' {
-				return "", false
+				return g.release(content, g.safe(content)), true
 			}
 		}
 	}
@@ -211,40 +80,36 @@ func (g *answerGate) pass(content string) (out string, ok bool) {
 	return out, true
 }
 
-// look is next when the content must be looked at for a loop.
-func (g *answerGate) look(content string) (string, error) {
-	rep, ok := findRun(content)
-	g.check = 0
-	switch {
-	case !ok && g.quiet:
-		g.check = len(content) + quietStep
-	case !ok:
-		g.check = len(content) + 2*loopMinRunes
+// finish judges the complete content (its last line, which no newline
+// ended) and reports whether it holds a loop; the content is then cut at
+// g.loop.Keep.
+func (g *answerGate) finish(content string) bool {
+	if g.loop != nil {
+		return true
 	}
-	switch {
-	case ok && rep.loop():
-		found := rep // copied here: taking rep's address would move every check's result to the heap
-		g.loop = &found
-		content = content[:rep.keep]
-		return g.release(content, g.safe(content)), errLoop
-	case ok:
-		// Two to four copies so far: from now on every chunk is looked
-		// at, and the fifth copy, once it may come, waits until it is
-		// known not to be one (the run is no longer at the text's end).
-		return g.release(content, min(rep.hold, g.safe(content))), nil
+	if l, ok := g.rep.End(content); ok {
+		g.cut(content, l)
+		return true
 	}
-	if out, ok := g.pass(content); ok {
-		return out, nil
+	return false
+}
+
+// cut records loop l and returns what of the content before it may still
+// be shown.
+func (g *answerGate) cut(content string, l antiloop.Loop) string {
+	g.loop = &l
+	if g.quiet {
+		return ""
 	}
-	return g.release(content, g.safe(content)), nil
+	content = content[:l.Keep]
+	return g.release(content, g.safe(content))
 }
 
 // safe is how much of content may be shown so far.
 func (g *answerGate) safe(content string) int {
 	if g.shown == 0 && len(g.copies) > 0 {
-		t := strings.TrimSpace(content)
 		for i := 0; i < len(g.copies); {
-			if strings.HasPrefix(g.copies[i], t) {
+			if prefix, _ := foldPrefix(g.copies[i], content); prefix {
 				i++
 				continue
 			}
@@ -274,9 +139,8 @@ func (g *answerGate) release(content string, upto int) string {
 // it was a copy or only calls, else what was held back. tc is what the
 // content held in text calls.
 func (g *answerGate) end(content string, tc textCalls) string {
-	t := strings.TrimSpace(content)
 	for _, c := range g.copies {
-		if c == t {
+		if _, same := foldPrefix(c, content); same {
 			return ""
 		}
 	}
@@ -294,31 +158,91 @@ func (g *answerGate) end(content string, tc textCalls) string {
 	return out
 }
 
-// note is the trace's error for a stage whose answer was cut.
-func (rep *repetition) note() string {
-	return fmt.Sprintf("repetition loop: a %d-character segment came %d times in a row; kept its first occurrence", rep.seg, rep.copies)
+// repeatNoteFor is the trace's error for a stage whose answer was cut.
+func repeatNoteFor(l *antiloop.Loop) string {
+	if l.Lines > 0 {
+		return fmt.Sprintf("repetition loop: a block of %d line(s), %d characters without list markers, came %d times in a row; kept its first occurrence", l.Lines, l.Segment, l.Copies)
+	}
+	return fmt.Sprintf("repetition loop: a %d-character segment came %d times in a row; kept its first occurrence", l.Segment, l.Copies)
 }
 
-// judgeAnswer marks a stage that ended ok degenerate (issue 10) when its answer
-// is empty, was cut out of a repetition loop, or copies an earlier stage's
-// answer word for word. A stage stopped by a guard keeps its status: format
-// errors and repeats say more than what the answer became. The answering
-// stage's empty or copied answer is replaced by the last good stage's.
-func (r *run) judgeAnswer(s *stage, earlier []*stage) {
-	if s.stop != "" {
-		return
+// foldPrefix compares two texts with their whitespace runs made one space
+// and their ends trimmed, without building either (it runs on streamed
+// chunks): prefix reports whether t so folded is the start of c so folded,
+// and same whether they are equal. A copy of an earlier answer with blank
+// lines and indentation added is still a copy (issue 25). t's trailing
+// whitespace counts as a space when c goes on: "Same " starts "Same
+// answer", "Sameness" does not. Whitespace is ASCII's.
+func foldPrefix(c, t string) (prefix, same bool) {
+	i, j := skipSpace(c, 0), skipSpace(t, 0)
+	for j < len(t) {
+		if isSpace(t[j]) {
+			j = skipSpace(t, j)
+			switch {
+			case i == len(c) && j == len(t):
+				return true, true
+			case i == len(c) || !isSpace(c[i]):
+				return false, false
+			}
+			i = skipSpace(c, i)
+			if j == len(t) {
+				return true, i == len(c)
+			}
+			continue
+		}
+		if i == len(c) || c[i] != t[j] {
+			return false, false
+		}
+		i++
+		j++
 	}
-	answer := strings.TrimSpace(s.answer())
+	return true, skipSpace(c, i) == len(c)
+}
+
+func isSpace(b byte) bool {
+	switch b {
+	case ' ', '\t', '\n', '\r', '\v', '\f':
+		return true
+	}
+	return false
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	return i
+}
+
+// judgeAnswer marks a stage that ended ok degenerate (issues 10, 25) when
+// its answer is empty, was cut out of a repetition loop, copies an earlier
+// stage's answer (whitespace aside), or when its reasoning went into a
+// loop. A stage stopped by a guard keeps its status: format errors and
+// repeats say more than what the answer became. The answering stage's
+// empty, copied or missing answer is replaced by the last good stage's;
+// stopped without an answer, too (the call it made offered no tools was
+// only a tool call, dropped): the client never gets an empty reply.
+func (r *run) judgeAnswer(s *stage, earlier []*stage) {
+	full := s.answer()
+	answer := strings.TrimSpace(full)
 	why := ""
 	replace := false
 	switch {
+	case s.stop == StageFailed || s.stop == StageSkippedOffline:
+		return // no answer was asked of it: the stages before answer
+	case s.stop != "" && (answer != "" || !s.answers):
+		return
+	case s.stop != "":
+		why, replace = "no answer", true
+	case s.thinkLoop != nil:
+		why, replace = "reasoning: "+repeatNoteFor(s.thinkLoop), true
 	case s.loop != nil:
-		why = s.loop.note()
+		why = repeatNoteFor(s.loop)
 	case answer == "":
 		why, replace = "empty answer", true
 	default:
 		for _, e := range earlier {
-			if strings.TrimSpace(e.answer()) == answer {
+			if _, same := foldPrefix(e.answer(), full); same {
 				why, replace = "verbatim copy of "+e.node.Name+"'s answer", true
 				break
 			}
@@ -327,7 +251,9 @@ func (r *run) judgeAnswer(s *stage, earlier []*stage) {
 	if why == "" {
 		return
 	}
-	s.stop = StageDegenerate
+	if s.stop == "" {
+		s.stop = StageDegenerate
+	}
 	if replace && s.answers {
 		s.instead = lastGood(earlier)
 		if s.instead != nil {
@@ -336,7 +262,53 @@ func (r *run) judgeAnswer(s *stage, earlier []*stage) {
 			why += "; no earlier stage had an answer to give instead"
 		}
 	}
+	if s.st.Error != "" {
+		why = s.st.Error + "; " + why
+	}
 	s.st.Error = why
+}
+
+// noAnswer is the reply when the answering stage has none and no earlier
+// stage has one to give instead: an explanation, never an empty reply.
+func noAnswer(s *stage) string {
+	return "No answer: the model (" + s.node.Name + ") stopped without writing one (" + s.stop +
+		"; see the trace). Ask again, or rephrase the request."
+}
+
+// thinkGate watches a call's reasoning (reasoning_content, Ollama's
+// thinking, a <think> block) for a repetition loop: a reasoning model that
+// loops there would otherwise run until max_tokens and give no answer.
+// Its detector is made at the first reasoning chunk: most calls have none.
+type thinkGate struct{ rep *antiloop.Repeats }
+
+// next takes the reasoning so far and returns errLoop once it holds a loop.
+func (g *thinkGate) next(reasoning string) error {
+	if g.rep == nil {
+		g.rep = new(antiloop.Repeats)
+	}
+	if g.rep.Skip(reasoning) {
+		return nil
+	}
+	if _, ok := g.rep.Scan(reasoning); ok {
+		return errLoop
+	}
+	return nil
+}
+
+// thinkLooped judges a call's complete reasoning and reports whether it
+// went into a loop: the stage then records the loop, keeps the reasoning
+// up to its first copy, and the call's answer and calls count for nothing.
+func (r *run) thinkLooped(s *stage, g *thinkGate, reasoning string) bool {
+	if g.rep == nil {
+		return false
+	}
+	l, ok := g.rep.End(reasoning)
+	if !ok {
+		return false
+	}
+	s.thinkLoop, s.reason = &l, reasoning[:l.Keep]
+	r.logger().Info("repetition loop in reasoning", "stage", s.idx, "node", s.node.Name, "segment", l.Segment, "copies", l.Copies)
+	return true
 }
 
 // lastGood is the last of stages whose answer can stand for a degenerate

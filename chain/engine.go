@@ -11,6 +11,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/memory"
 	"chainproxy/tools"
 )
 
@@ -51,6 +52,9 @@ type Deps struct {
 	// Resume keeps chains waiting for a client's tool results; nil: a
 	// follow-up restarts the chain with the results as evidence.
 	Resume ResumeStore
+	// Memory keeps context fitting's summaries and calibration, shared by
+	// replicas when it is Redis; nil keeps no summaries.
+	Memory memory.KV
 }
 
 // Admitter lets a model call wait its turn for a node. Acquire blocks until
@@ -84,6 +88,11 @@ type Engine struct {
 	caps       *capabilities
 	resume     ResumeStore
 	log        *slog.Logger
+	// kv caches summaries and calibration ratios (Deps.Memory); nil: none
+	// cached, ratios kept in process.
+	kv          memory.KV
+	calibration *memory.Calibration
+	windows     windows
 	// watcher sees every run's events (SetWatcher); a pointer, so that
 	// setting it never races with the runs reading it.
 	watcher atomic.Pointer[Watcher]
@@ -103,7 +112,9 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		caps:       newCapabilities(),
 		resume:     deps.Resume,
 		log:        deps.Logger,
+		kv:         deps.Memory,
 	}
+	e.calibration = memory.NewCalibration(deps.Memory)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -269,6 +280,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		return nil, err
 	}
 	if route.Relay() {
+		r.relay = true
 		return r.simple(ctx, e.nodes[route.Node], false)
 	}
 	if r.trace.Mode == ModeSimple {
@@ -287,17 +299,24 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	case req.ForcedMode != "":
 		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}
 	}
-	d := e.classifier.Classify(lastUserText(req.Messages), req.Category)
+	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
 	return d.Mode, d.Reasons
 }
 
-func lastUserText(msgs []Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			return msgs[i].Content
+// UserTexts returns a function that returns the contents of the user
+// messages of msgs, newest first, then false: what the classifier judges,
+// and nothing else of the request.
+func UserTexts(msgs []Message) func() (string, bool) {
+	i := len(msgs)
+	return func() (string, bool) {
+		for i > 0 {
+			i--
+			if msgs[i].Role == "user" {
+				return msgs[i].Content, true
+			}
 		}
+		return "", false
 	}
-	return ""
 }
 
 // Probe checks that node answers and has its model, and updates what the

@@ -452,6 +452,62 @@ func TestModeDecision(t *testing.T) {
 	}
 }
 
+// TestModeFromTheUsersWords: the client's scaffolding does not make a
+// request reflexive. A long system prompt full of lists and questions,
+// the tools a client offers, earlier turns and tool results are not
+// judged; the words of the newest user message that has any are, and the
+// follow-ups of an agent turn get its first request's mode.
+func TestModeFromTheUsersWords(t *testing.T) {
+	h := newHarness(t, threeNodes)
+	system := strings.Repeat("Rules:\n1. Why? Read first.\n2. How? Compare and analyze step by step.\n", 200)
+	earlier := strings.Repeat("Compare the designs and explain why, step by step. ", 20)
+	tools := []chain.Tool{{Name: "read_file", Parameters: json.RawMessage(`{"type":"object"}`)}, {Name: "grep", Parameters: json.RawMessage(`{"type":"object"}`)}}
+	question := "<system-reminder>\n" + strings.Repeat("- skill: compare, analyze, explain why? how?\n", 100) + "</system-reminder>\nWhat is 2+2?"
+	tests := []struct {
+		name string
+		msgs []chain.Message
+		want string
+	}{
+		{"first request", []chain.Message{
+			{Role: "system", Content: system},
+			{Role: "user", Content: earlier}, {Role: "assistant", Content: "Done."},
+			{Role: "user", Content: question},
+		}, chain.ModeSimple},
+		{"follow-up with a tool result", []chain.Message{
+			{Role: "system", Content: system},
+			{Role: "user", Content: earlier}, {Role: "assistant", Content: "Done."},
+			{Role: "user", Content: question},
+			{Role: "assistant", ToolCalls: []chain.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a"}`}}},
+			{Role: "tool", ToolCallID: "c1", Name: "read_file", Content: earlier},
+		}, chain.ModeSimple},
+		{"follow-up with injected context only", []chain.Message{
+			{Role: "system", Content: system},
+			{Role: "user", Content: question},
+			{Role: "assistant", Content: "4"},
+			{Role: "user", Content: "<system-reminder>The user opened main.go. Compare it step by step?</system-reminder>"},
+		}, chain.ModeSimple},
+		{"the earlier turn's words are not judged again", []chain.Message{
+			{Role: "user", Content: earlier}, {Role: "assistant", Content: "Done."},
+			{Role: "user", Content: "Thanks!"},
+		}, chain.ModeSimple},
+		{"the user's words still decide", []chain.Message{
+			{Role: "system", Content: system},
+			{Role: "user", Content: "<system-reminder>x</system-reminder>Compare Go and Rust."},
+		}, chain.ModeReflexive},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := h.engine.Run(context.Background(), &chain.RunRequest{Model: chain.ModelAuto, Messages: tt.msgs, ClientTools: tools}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trace.Mode != tt.want {
+				t.Errorf("mode %s, want %s (reasons %q)", res.Trace.Mode, tt.want, res.Trace.Reasons)
+			}
+		})
+	}
+}
+
 func equalSlices[T comparable](a, b []T) bool {
 	if len(a) != len(b) {
 		return false

@@ -14,12 +14,65 @@ import (
 // stopped_no_progress.
 const noProgressTurns = 3
 
+// failRepeats identical call+error pairs in a stage stop it
+// stopped_repeat: an error is no result to reuse, so a failed call may be
+// asked again (a tool that answered 503 "busy" is worth a retry), but a
+// model that keeps getting the same error is not retrying, it is looping.
+// OpenHands' StuckDetector and Roo Code / Cline's mistake limits stop at
+// three too.
+const failRepeats = 3
+
 // seenCall is what a stage remembers of one call identity.
 type seenCall struct {
 	kind  tools.Kind
 	reads string
 	runs  int    // times it ran in the stage
 	last  string // its last result, for volatile calls
+	// stamp is the state of what it read when it last ran (stampOf): a
+	// file changed since makes the call new.
+	stamp string
+	// failed is the error its last run ended in ("" when it succeeded),
+	// and fails how many runs in a row ended in that same error.
+	failed string
+	fails  int
+}
+
+// stamper is the tool runner's optional capability to stamp the present
+// state of what a built-in read depends on (tools.Registry.Stamp).
+type stamper interface {
+	Stamp(reads string) (stamp string, ok bool)
+}
+
+// stampOf is the stamp of what a deterministic read depends on, taken
+// before it runs: the guard serves a stored result, and the stage calls a
+// repeat, only while it is unchanged, so that a file edited by hand between
+// two reads is read again (issue 25). It is empty for a call that cannot
+// say what it reads (HTTP and MCP reads, writes, volatile calls), and
+// antiloop.Unstamped when the state could not be stamped.
+func (r *run) stampOf(key tools.Key) string {
+	st, ok := r.e.runner.(stamper)
+	if key.Kind != tools.Deterministic || key.Reads == "" || !ok {
+		return ""
+	}
+	if stamp, ok := st.Stamp(key.Reads); ok {
+		return stamp
+	}
+	return antiloop.Unstamped
+}
+
+// ran records the outcome of a run of the call and reports whether it was
+// the failRepeats-th identical failure in a row.
+func (c *seenCall) ran(u *ToolUse) bool {
+	if u.Status != ToolError {
+		c.failed, c.fails = "", 0
+		return false
+	}
+	if u.Result == c.failed {
+		c.fails++
+	} else {
+		c.failed, c.fails = u.Result, 1
+	}
+	return c.fails >= failRepeats
 }
 
 // batch is the state of one model response's calls being judged.
@@ -39,6 +92,7 @@ const (
 		"and nothing was written since, so it would return the same result. Use the result you already have, call something different, or answer."
 	sameResultNote = "\n[anti-loop: this is the same result as the previous run of this call; polling stops here. Answer with it.]"
 	blockedAdvice  = ". Do not ask for it again: use the results you have, call something different, or answer."
+	failedNote     = "\n[anti-loop: this call failed the same way 3 times in a row; it will not be retried. Answer with what you have, or say what failed.]"
 )
 
 func duplicateNote(firstID string) string {

@@ -37,6 +37,8 @@ import (
 //	# one row:
 //	- name: what the model does              (the subtest name)
 //	  job: [..]           optional: job_status answers these in turn (the last repeats)
+//	  busy: n             optional: lookup answers its first n calls 503 "busy, try again"
+//	  m2_tools: true      optional: M2, the answering stage, is offered the tools too
 //	  client_tools: [..]  optional: names of client tools ({"type":"object"} schemas)
 //	  mode: simple        optional: send the requests as chain/simple (default
 //	                      chain/reflexive)
@@ -49,9 +51,15 @@ import (
 //	        OL1:
 //	          - content:  text the model writes (may hold anything: tags,
 //	                      JSON, [TOOL:…], a chanted sentence)
+//	            reasoning: optional: its reasoning (reasoning_content on the
+//	                      OpenAI wire, thinking on Ollama's)
+//	            chunk: n  optional: content and reasoning stream in pieces of
+//	                      n bytes (default: one piece each)
 //	            calls: [{name, args}]  native tool calls; args is the JSON text
 //	                      as written (sent verbatim on the OpenAI wire, decoded
 //	                      to an object on the Ollama wire)
+//	      edit: {path: s} optional: before the request, these workspace files
+//	                      are written by hand (outside the proxy's tools)
 //	      client: [..]    optional: the client runs the tool calls the response
 //	                      ends with and sends back these results, in order; the
 //	                      next request continues that conversation
@@ -64,6 +72,9 @@ import (
 //	        told: {i: s}  optional: the text the model received for call i
 //	                      (same numbering) contains s
 //	        answer: s     optional: the final answer contains s
+//	        at_most: {s: n}  optional: s occurs at most n times in the answer
+//	                      and in what was streamed; the streamed text may then
+//	                      go on past the answer (a loop's copies before the cut)
 //	        finish: s     optional: the finish reason ("stop" by default)
 //
 // Every row runs in eight variants: Ollama and OpenAI wire formats,
@@ -71,6 +82,8 @@ import (
 type loopRow struct {
 	Name        string        `yaml:"name"`
 	Job         []string      `yaml:"job"`
+	Busy        int           `yaml:"busy"`
+	M2Tools     bool          `yaml:"m2_tools"`
 	ClientTools []string      `yaml:"client_tools"`
 	Mode        string        `yaml:"mode"`
 	History     []loopMessage `yaml:"history"`
@@ -91,12 +104,32 @@ type loopCall struct {
 }
 
 type loopTurn struct {
-	Content string     `yaml:"content"`
-	Calls   []loopCall `yaml:"calls"`
+	Content   string     `yaml:"content"`
+	Reasoning string     `yaml:"reasoning"`
+	Chunk     int        `yaml:"chunk"`
+	Calls     []loopCall `yaml:"calls"`
+}
+
+// pieces cuts s into pieces of n bytes (one piece when n is 0); none when
+// s is empty.
+func pieces(s string, n int) []string {
+	if s == "" {
+		return nil
+	}
+	if n <= 0 {
+		return []string{s}
+	}
+	var out []string
+	for len(s) > n {
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return append(out, s)
 }
 
 type loopRequest struct {
 	Script map[string][]loopTurn `yaml:"script"`
+	Edit   map[string]string     `yaml:"edit"`
 	Client []string              `yaml:"client"`
 	Want   struct {
 		Stages []string       `yaml:"stages"`
@@ -121,11 +154,19 @@ chain:
 
 // toolsServer serves the corpus's HTTP tools. It is built per row, so that
 // the job's answers start over.
-func toolsServer(t *testing.T, root string, job []string) *httptest.Server {
+func toolsServer(t *testing.T, root string, job []string, busy int) *httptest.Server {
 	var mu sync.Mutex
-	polls := 0
+	polls, lookups := 0, 0
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /lookup", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lookups++
+		n := lookups
+		mu.Unlock()
+		if n <= busy {
+			http.Error(w, "busy, try again", http.StatusServiceUnavailable)
+			return
+		}
 		var a struct{ ID float64 }
 		if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
 			t.Errorf("lookup: %v", err)
@@ -258,10 +299,7 @@ func backend(t *testing.T, wire string, n config.Node, sc *scripts) chain.Backen
 	case "ollama":
 		srv := fakeollama.NewFunc(t, func(_ int, _ *api.ChatRequest) fakeollama.Reply {
 			turn := sc.next(n.Name)
-			r := fakeollama.Reply{}
-			if turn.Content != "" {
-				r.Content = []string{turn.Content}
-			}
+			r := fakeollama.Reply{Content: pieces(turn.Content, turn.Chunk), Thinking: pieces(turn.Reasoning, turn.Chunk)}
 			for _, c := range turn.Calls {
 				var args map[string]any
 				if err := json.Unmarshal([]byte(c.Args), &args); err != nil {
@@ -276,10 +314,7 @@ func backend(t *testing.T, wire string, n config.Node, sc *scripts) chain.Backen
 	default:
 		srv := fakeopenai.NewFunc(t, func(call int, _ *openaiapi.ChatCompletionRequest) fakeopenai.Reply {
 			turn := sc.next(n.Name)
-			r := fakeopenai.Reply{}
-			if turn.Content != "" {
-				r.Content = []string{turn.Content}
-			}
+			r := fakeopenai.Reply{Content: pieces(turn.Content, turn.Chunk), Reasoning: pieces(turn.Reasoning, turn.Chunk)}
 			for i, c := range turn.Calls {
 				r.ToolCalls = append(r.ToolCalls, fakeopenai.ToolCall{ID: fmt.Sprintf("call_%s_%d_%d", n.Name, call, i), Name: c.Name, Arguments: c.Args})
 			}
@@ -335,13 +370,17 @@ func TestLoopCorpus(t *testing.T) {
 }
 
 func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop.Store, conv string) {
-	cfg, err := config.Parse([]byte(loopConfig))
+	conf := loopConfig
+	if row.M2Tools {
+		conf = strings.Replace(conf, "{node: M2, max_turns: 2}", "{node: M2, max_turns: 2, tools: true}", 1)
+	}
+	cfg, err := config.Parse([]byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := workspace(t)
 	cfg.Tools.Root = root
-	cfg.Tools.HTTP = httpTools(toolsServer(t, root, row.Job).URL)
+	cfg.Tools.HTTP = httpTools(toolsServer(t, root, row.Job, row.Busy).URL)
 	reg, err := tools.New(cfg.Tools, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -377,6 +416,11 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 		history = []chain.Message{{Role: "user", Content: "please look into notes.md and the job, then sum up what you found"}}
 	}
 	for i, rq := range row.Requests {
+		for name, body := range rq.Edit {
+			if err := os.WriteFile(filepath.Join(root, filepath.FromSlash(name)), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		sc.set(rq.Script)
 		model := chain.ModelReflexive
 		if row.Mode == "simple" {
@@ -410,7 +454,10 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 				history = append(history, chain.Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: rq.Client[min(j, len(rq.Client)-1)]})
 			}
 		}
-		if stream && len(res.Message.ToolCalls) == 0 && streamed.String() != res.Message.Content {
+		// A loop cut while streaming was shown up to the copy that made it
+		// a loop: the answer is its start (at_most bounds the rest).
+		cut := rq.Want.AtMost != nil && strings.HasPrefix(streamed.String(), res.Message.Content)
+		if stream && len(res.Message.ToolCalls) == 0 && streamed.String() != res.Message.Content && !cut {
 			t.Errorf("request %d: streamed %q, answer %q", i, streamed.String(), res.Message.Content)
 		}
 		for sub, n := range rq.Want.AtMost {

@@ -52,3 +52,91 @@ func truncate(s string, n int) string {
 	}
 	return s[:n]
 }
+
+// PromptCap is how many bytes of each message a stored trace keeps of what
+// a model call sent: enough to read a prompt, bounded so that a long
+// conversation's trace does not grow with every call's whole history.
+const PromptCap = 4 << 10
+
+// maxPromptMessages bounds the messages kept per call in a stored trace:
+// the first and the most recent, the middle elided.
+const maxPromptMessages = 256
+
+// HasPrompts reports whether t recorded the messages of its model calls
+// (every run but a relay does), for WithPrompts.
+func (t *Trace) HasPrompts() bool {
+	for _, s := range t.Stages {
+		for _, c := range s.Calls {
+			if c.sent != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// WithPrompts returns t with each model call's Messages: what the call
+// sent, each message cut to PromptCap bytes and passed through redact (the
+// server's secrets), fitted parts marked. It is for the stored trace (GET
+// /v1/chain/traces/{id}); responses carry no prompts. t is not modified.
+func (t *Trace) WithPrompts(redact func(string) string) Trace {
+	out := *t
+	out.Stages = append([]StageTrace(nil), t.Stages...)
+	// A stage's calls resend the same messages: each text is cut and
+	// redacted once.
+	done := map[string]string{}
+	clean := func(s string) string {
+		if s == "" {
+			return s
+		}
+		if c, ok := done[s]; ok {
+			return c
+		}
+		c := s
+		if len(c) > PromptCap {
+			c = truncate(c, PromptCap) + fmt.Sprintf("\n[… %d more bytes not kept in the trace]", len(s)-len(truncate(c, PromptCap)))
+		}
+		c = redact(c)
+		done[s] = c
+		return c
+	}
+	for i := range out.Stages {
+		st := &out.Stages[i]
+		if len(st.Calls) == 0 {
+			continue
+		}
+		st.Calls = append([]ModelCall(nil), st.Calls...)
+		for j := range st.Calls {
+			c := &st.Calls[j]
+			if c.sent == nil {
+				continue
+			}
+			c.Messages = promptMessages(c.sent, c.marks, clean)
+		}
+	}
+	return out
+}
+
+func promptMessages(sent []Message, marks []string, clean func(string) string) []PromptMessage {
+	keep := func(i int) bool {
+		return len(sent) <= maxPromptMessages || i < 16 || i >= len(sent)-(maxPromptMessages-16)
+	}
+	out := make([]PromptMessage, 0, min(len(sent), maxPromptMessages+1))
+	for i, m := range sent {
+		if !keep(i) {
+			if keep(i - 1) {
+				out = append(out, PromptMessage{Role: "system", Content: fmt.Sprintf("[%d messages not kept in the trace]", len(sent)-maxPromptMessages), Fit: FitOmitted})
+			}
+			continue
+		}
+		pm := PromptMessage{Role: m.Role, Content: clean(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			pm.ToolCalls = append(pm.ToolCalls, PromptToolCall{ID: tc.ID, Name: tc.Name, Arguments: clean(tc.Arguments)})
+		}
+		if marks != nil {
+			pm.Fit = marks[i]
+		}
+		out = append(out, pm)
+	}
+	return out
+}

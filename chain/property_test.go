@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,10 +20,12 @@ import (
 
 // countingRunner counts executions per call identity: the tool's own key,
 // so that a path or a default spelled differently counts as the same call.
+// calls counts the runs that gave a result, failed those that ended in an
+// error.
 type countingRunner struct {
 	*tools.Registry
-	mu    sync.Mutex
-	calls map[uint64]int
+	mu            sync.Mutex
+	calls, failed map[uint64]int
 }
 
 func (c *countingRunner) Call(ctx context.Context, name string, args []byte) (string, error) {
@@ -30,18 +34,25 @@ func (c *countingRunner) Call(ctx context.Context, name string, args []byte) (st
 		return "", err
 	}
 	sig := antiloop.Hash(key.Identity)
+	res, err := c.Registry.Call(ctx, name, args)
 	c.mu.Lock()
-	c.calls[sig]++
+	if err != nil {
+		c.failed[sig]++
+	} else {
+		c.calls[sig]++
+	}
 	c.mu.Unlock()
-	return c.Registry.Call(ctx, name, args)
+	return res, err
 }
 
 // TestNoScriptedLoopExecutesACallTwice is the issue's promise, checked over
 // many random scripts: whatever mix of repeated calls, reordered keys,
 // paths and defaults spelled differently, batches and malformed calls a
-// model sends, no deterministic call is executed twice in a
-// request (one stage uses tools, and the TTL guard covers the rest), the
-// chain stays within its global budget, and it answers.
+// model sends, no deterministic call that gave a result is executed twice
+// in a request (one stage uses tools, and the TTL guard covers the rest),
+// one that failed is retried at most until its third identical failure
+// (an error is no result to reuse), the chain stays within its global
+// budget, and it answers.
 func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 	calls := []string{
 		`{name: list_dir, args: {path: "."}}`,
@@ -87,11 +98,15 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 				t.Fatalf("%v\n%s", err, script.String())
 			}
 			cfg.Tools.Root = t.TempDir()
+			// a.txt exists, sub does not: calls succeed and fail.
+			if err := os.WriteFile(filepath.Join(cfg.Tools.Root, "a.txt"), []byte("alpha"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			reg, err := tools.New(cfg.Tools, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			runner := &countingRunner{Registry: reg, calls: map[uint64]int{}}
+			runner := &countingRunner{Registry: reg, calls: map[uint64]int{}, failed: map[uint64]int{}}
 			backends := map[string]chain.Backend{}
 			for _, n := range cfg.Nodes {
 				backends[n.Name] = mock.New(n)
@@ -107,6 +122,11 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 			for sig, n := range runner.calls {
 				if n > 1 {
 					t.Errorf("signature %x executed %d times\n%s", sig, n, script.String())
+				}
+			}
+			for sig, n := range runner.failed {
+				if n > 3 {
+					t.Errorf("signature %x failed %d times, want at most 3\n%s", sig, n, script.String())
 				}
 			}
 			if res.Trace.Turns > cfg.Chain.MaxTotalTurns {

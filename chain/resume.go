@@ -54,6 +54,7 @@ type savedStage struct {
 	Tools    bool            `json:"tools"`
 	Prompt   string          `json:"prompt,omitempty"`
 	Msgs     []Message       `json:"msgs,omitempty"`
+	Base     int             `json:"base,omitempty"`
 	Content  []string        `json:"content,omitempty"`
 	Evidence []savedEvidence `json:"evidence,omitempty"`
 	Seen     []savedSeen     `json:"seen,omitempty"`
@@ -91,7 +92,7 @@ func saveStage(s *stage, full bool) savedStage {
 	}
 	if full {
 		out.Allowed, out.Answers, out.Tools, out.Prompt = s.allowed, s.answers, s.cfg.tools, s.cfg.prompt
-		out.Msgs, out.FmtErrs, out.Idle, out.Pending, out.ClientRes = s.msgs, s.fmtErrs, s.idle, s.awaiting, s.clientRes
+		out.Msgs, out.Base, out.FmtErrs, out.Idle, out.Pending, out.ClientRes = s.msgs, s.base, s.fmtErrs, s.idle, s.awaiting, s.clientRes
 		for sig, e := range s.seen {
 			out.Seen = append(out.Seen, savedSeen{Sig: sig, Kind: e.kind, Reads: e.reads, Runs: e.runs, Last: e.last})
 		}
@@ -104,7 +105,7 @@ func (r *run) loadStage(v savedStage) *stage {
 	s := r.newStage(v.Idx, r.e.nodes[v.Node], stageConfig{tools: v.Tools, prompt: v.Prompt})
 	s.started = time.Now().Add(-time.Duration(v.St.DurationMS) * time.Millisecond)
 	s.st, s.content, s.reason = v.St, v.Content, v.Reason
-	s.allowed, s.answers, s.msgs, s.fmtErrs, s.idle, s.clientRes = v.Allowed, v.Answers, v.Msgs, v.FmtErrs, v.Idle, v.ClientRes
+	s.allowed, s.answers, s.msgs, s.base, s.fmtErrs, s.idle, s.clientRes = v.Allowed, v.Answers, v.Msgs, v.Base, v.FmtErrs, v.Idle, v.ClientRes
 	for _, ev := range v.Evidence {
 		s.evidence = append(s.evidence, evidence{ev.Name, ev.Args, ev.Status, ev.Result})
 	}

@@ -1,12 +1,15 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+
+	"chainproxy/antiloop"
 )
 
 // run is the state of one request.
@@ -35,6 +38,14 @@ type run struct {
 	client map[string]bool
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
+	// relay: a node named directly; its prompt is the client's business
+	// and is sent as it came, unfitted.
+	relay bool
+	// summarized is set once the run made its one summarizer call.
+	summarized bool
+	// ctxErr is the first stage skipped for a prompt too long for its
+	// node: the client's error when no stage could answer.
+	ctxErr error
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -49,13 +60,16 @@ func (r *run) logger() *slog.Logger {
 
 // stage is one stage being run.
 type stage struct {
-	idx      int
-	node     *Node
-	cfg      stageConfig
-	allowed  int  // turns this stage may use
-	answers  bool // the answering stage: its content streams to the client
-	tools    []Tool
-	msgs     []Message
+	idx     int
+	node    *Node
+	cfg     stageConfig
+	allowed int  // turns this stage may use
+	answers bool // the answering stage: its content streams to the client
+	tools   []Tool
+	msgs    []Message
+	// base is how many of msgs the stage was given (instructions and the
+	// client's conversation); its own turns and notes come after.
+	base     int
 	st       StageTrace
 	started  time.Time
 	content  []string // content of each turn, in order
@@ -69,7 +83,10 @@ type stage struct {
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
 	// loop is set when the stage's answer was cut out of a repetition loop.
-	loop *repetition
+	loop *antiloop.Loop
+	// thinkLoop is set when the stage's reasoning went into a repetition
+	// loop: the call was stopped, and the stage has no answer.
+	thinkLoop *antiloop.Loop
 	// instead is the stage whose answer replaces this one's, degenerate.
 	instead *stage
 	// badCall is the last call's unreadable text tool call, if any.
@@ -156,6 +173,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			}
 			s.allowed = max(s.allowed, 1)
 			s.msgs = r.stageMessages(s, done, i, len(stages))
+			s.base = len(s.msgs)
 			if err := r.startStage(s); err != nil {
 				return nil, err
 			}
@@ -178,7 +196,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		if len(s.awaiting) > 0 && stageErr == nil {
 			return r.awaitingResult(ctx, s, done, i)
 		}
-		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline {
+		if s.answers && s.stop != "" && s.stop != StageFailed && s.stop != StageSkippedOffline && s.stop != StageSkippedContext {
 			if stageErr = r.finalCall(ctx, s); stageErr != nil {
 				if fatal(ctx, stageErr) {
 					return nil, stageErr
@@ -197,7 +215,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			// other stage's answer can be stitched onto it.
 			return nil, &Failure{Trace: r.trace, Err: stageErr}
 		}
-		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline {
+		if s.st.Status != StageFailed && s.st.Status != StageSkippedOffline && s.st.Status != StageSkippedContext {
 			done = append(done, s)
 			last = s
 		}
@@ -207,6 +225,10 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		// others usually share (nothing listens), goes with the error, so
 		// that the client's message and the log line name it.
 		err := ErrAllStagesFailed
+		if r.ctxErr != nil && r.allSkipped(StageSkippedContext) {
+			// No node could take the prompt: the client's to shorten.
+			return nil, &Failure{Trace: r.trace, Err: r.ctxErr}
+		}
 		for _, st := range r.trace.Stages {
 			if st.Error != "" {
 				err = fmt.Errorf("%w; first cause: %s", ErrAllStagesFailed, st.Error)
@@ -225,6 +247,16 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		r.trace.Stages[last.idx] = last.st
 	}
 	return r.result(last)
+}
+
+// allSkipped reports whether every stage of the trace has status.
+func (r *run) allSkipped(status string) bool {
+	for _, st := range r.trace.Stages {
+		if st.Status != status {
+			return false
+		}
+	}
+	return len(r.trace.Stages) > 0
 }
 
 // simple answers with one node, with the server tools when serverTools is
@@ -250,6 +282,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 	} else {
 		s.msgs = append([]Message(nil), r.req.Messages...)
 	}
+	s.base = len(s.msgs)
 	if err := r.startStage(s); err != nil {
 		return nil, err
 	}
@@ -330,6 +363,16 @@ func (r *run) stageError(s *stage, err error) {
 			r.left++
 		} else {
 			s.stop = StageFailed
+		}
+	} else if errors.Is(err, ErrContextLength) && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
+		// The node cannot take the prompt: it did no work, so the turn
+		// goes back to the budget and the next stage goes on.
+		s.stop = StageSkippedContext
+		r.trace.Turns -= s.st.Turns
+		r.left += s.st.Turns
+		s.st.Turns = 0
+		if r.ctxErr == nil {
+			r.ctxErr = err
 		}
 	} else {
 		s.stop = StageFailed
@@ -414,7 +457,38 @@ const contentRoom = 512
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: s.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s)}
+	f, err := r.fit(ctx, s, offered, 1)
+	if err != nil {
+		return Message{}, err
+	}
+	msg, err := r.send(ctx, s, offered, f)
+	if err == nil && r.e.windows.firstCall(s.node.Name) {
+		// The model is loaded now: what window does it run with?
+		r.e.learnWindow(ctx, s.node)
+	}
+	if detail, over := contextOverflow(err); over && !r.relay && !r.streamed {
+		// The node refused a prompt the estimate said fits: its window
+		// is smaller, or its tokenizer denser, than known. Learn both and
+		// fit harder, once.
+		r.e.learnWindow(ctx, s.node)
+		r.e.calibration.Scale(s.node.Name, refitFactor)
+		if f, err = r.fit(ctx, s, offered, refitFactor); err != nil {
+			return Message{}, err
+		}
+		if ct := s.st.Context; ct != nil {
+			ct.Actions = append(ct.Actions, ContextAction{Action: "refit", FromTurn: s.st.Turns, ToTurn: s.st.Turns, Detail: "the node refused the prompt: " + detail})
+		}
+		msg, err = r.send(ctx, s, offered, f)
+	}
+	if detail, over := contextOverflow(err); over {
+		return Message{}, &ContextLengthError{Node: s.node.Name, Window: r.e.Window(s.node), Upstream: detail}
+	}
+	return msg, err
+}
+
+// send makes one call of s to its node with the fitted prompt f.
+func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
+	req := &Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow}
 	if r.req.Idle != nil {
 		// What follows the call (tools, the next stage) may take time.
 		defer r.req.Idle()
@@ -431,6 +505,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	// it, so it costs one allocation rather than one per variable.
 	var cs struct {
 		gate               answerGate
+		think              thinkGate
 		content, reasoning strings.Builder
 		calls              []ToolCall
 		usage              *Usage
@@ -440,7 +515,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
-	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds()}
+	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds(), sent: f.msgs, marks: f.marks}
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
 		if err != nil {
@@ -454,7 +529,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	for attempt := 0; ; attempt++ {
 		cs.content.Reset()
 		cs.reasoning.Reset()
-		cs.gate = fresh
+		cs.gate, cs.think = fresh, thinkGate{}
 		cs.calls, cs.usage, cs.finish = nil, nil, ""
 		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
@@ -485,6 +560,9 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 				if show, ok = cs.gate.pass(content); !ok {
 					show, loopErr = cs.gate.next(content)
 				}
+			}
+			if c.Reasoning != "" {
+				loopErr = cmp.Or(loopErr, cs.think.next(cs.reasoning.String()))
 			}
 			if live && (show != "" || c.Reasoning != "") {
 				cs.sent = true
@@ -518,6 +596,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)
 		mc.Usage = *cs.usage
+		r.observe(ctx, s, f, cs.usage)
 	}
 	if err != nil {
 		mc.Error = err.Error()
@@ -527,10 +606,13 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		return Message{}, err
 	}
 	text := cs.content.String()
-	if cs.gate.loop != nil {
-		text = text[:cs.gate.loop.keep]
+	if cs.gate.finish(text) {
+		text = text[:cs.gate.loop.Keep]
 		s.loop = cs.gate.loop
-		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.seg, "copies", cs.gate.loop.copies)
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.Segment, "copies", cs.gate.loop.Copies)
+	}
+	if r.thinkLooped(s, &cs.think, cs.reasoning.String()) {
+		text, cs.calls = "", nil
 	}
 	msg := Message{Role: "assistant", Content: text, ToolCalls: cs.calls}
 	var tc textCalls
@@ -562,7 +644,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
 	s.st.FinishReason = cs.finish
-	if cs.reasoning.Len() > 0 {
+	if cs.reasoning.Len() > 0 && s.thinkLoop == nil {
 		s.reason = cs.reasoning.String()
 	}
 	if msg.Content != "" {
@@ -586,8 +668,11 @@ func (r *run) breakTurn(show string) string {
 func (r *run) result(s *stage) (*Result, error) {
 	text := s.final()
 	replaced := s.instead != nil
-	if replaced {
+	switch {
+	case replaced:
 		text = s.instead.final()
+	case text == "" && s.stop != StageOK:
+		text, replaced = noAnswer(s), true
 	}
 	if (!r.streamed || replaced) && text != "" {
 		// The answer comes from a stage that did not stream (the stages

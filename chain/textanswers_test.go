@@ -24,7 +24,9 @@ import (
 // say is one scripted model answer, spoken in either wire format.
 type say struct {
 	content []string
-	calls   []sayCall
+	// reasoning are reasoning pieces (reasoning_content, Ollama's thinking).
+	reasoning []string
+	calls     []sayCall
 	// hang keeps the stream open after the content until the client goes
 	// away (streams only).
 	hang bool
@@ -77,7 +79,7 @@ func startNode(t *testing.T, provider, name string, script []say) (node, string)
 	case config.ProviderOpenAI:
 		var replies []fakeopenai.Reply
 		for _, s := range script {
-			r := fakeopenai.Reply{Content: s.content, Hang: s.hang}
+			r := fakeopenai.Reply{Content: s.content, Reasoning: s.reasoning, Hang: s.hang}
 			for _, c := range s.calls {
 				r.ToolCalls = append(r.ToolCalls, fakeopenai.ToolCall{Name: c.name, Arguments: c.args})
 			}
@@ -88,7 +90,7 @@ func startNode(t *testing.T, provider, name string, script []say) (node, string)
 	default:
 		var replies []fakeollama.Reply
 		for _, s := range script {
-			r := fakeollama.Reply{Content: s.content, Hang: s.hang}
+			r := fakeollama.Reply{Content: s.content, Thinking: s.reasoning, Hang: s.hang}
 			for _, c := range s.calls {
 				var args map[string]any
 				if err := json.Unmarshal([]byte(c.args), &args); err != nil {
@@ -429,6 +431,44 @@ func TestChantStreamCancelled(t *testing.T) {
 			}
 			if st := run.res.Trace.Stages[2]; st.Status != chain.StageDegenerate {
 				t.Errorf("M2 = %s, want degenerate", st.Status)
+			}
+		})
+	}
+}
+
+// TestThinkLoopStreamCancelled: a reasoning model that loops in its
+// reasoning and would go on until max_tokens is cut at detection: the
+// upstream call is cancelled, the stage is degenerate, and the client gets
+// M1's answer.
+func TestThinkLoopStreamCancelled(t *testing.T) {
+	thought := make([]string, 400)
+	for i := range thought {
+		thought[i] = "Let me read a.txt once more. "
+	}
+	for _, provider := range []string{config.ProviderOpenAI, config.ProviderOllama} {
+		t.Run(provider, func(t *testing.T) {
+			run := runWire(t, provider, true, map[string][]say{
+				"OL1": {{content: []string{"OL1 notes."}}},
+				"M1":  {{content: []string{m1Text}}},
+				"M2":  {{reasoning: thought, hang: true}},
+			})
+			if run.err != nil {
+				t.Fatal(run.err)
+			}
+			select {
+			case <-run.nodes["M2"].canceled():
+			case <-time.After(10 * time.Second):
+				t.Fatal("M2's upstream call was not cancelled")
+			}
+			st := run.res.Trace.Stages[2]
+			if st.Status != chain.StageDegenerate || !strings.HasPrefix(st.Error, "reasoning: repetition loop") {
+				t.Errorf("M2 = %s (%q), want degenerate for a reasoning loop", st.Status, st.Error)
+			}
+			if run.res.Message.Content != m1Text || run.deltas != m1Text {
+				t.Errorf("reply %q, streamed %q; want M1's answer %q", run.res.Message.Content, run.deltas, m1Text)
+			}
+			if n := strings.Count(st.Reasoning, "Let me read a.txt once more."); n != 1 {
+				t.Errorf("the trace keeps %d copies of the looping thought, want 1", n)
 			}
 		})
 	}

@@ -69,14 +69,17 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return fmt.Errorf("identity of %s: %w", c.Name, err)
 	}
 	sig := antiloop.Hash(key.Identity)
-	if j, ok := b.firstOf[sig]; ok {
+	if j, ok := b.firstOf[sig]; ok && b.uses[j].Status != ToolError {
 		u.Status, u.Result = ToolDuplicate, duplicateNote(b.calls[j].ID)+b.uses[j].Result
 		return nil
 	}
+	// A duplicate of a call that failed is a retry: an error is no result
+	// to hand on (it runs below, as a repeat after a failure does).
 	b.firstOf[sig] = i
+	stamp := r.stampOf(key)
 	prev := s.seen[sig]
 	switch {
-	case prev != nil && key.Kind != tools.Volatile:
+	case prev != nil && key.Kind != tools.Volatile && prev.failed == "" && prev.stamp == stamp:
 		u.Status, u.Result = ToolBlocked, repeatNote
 		b.repeated = true
 		return nil
@@ -99,8 +102,13 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		s.seen[sig] = prev
 	}
 	prev.runs++
-	if err := r.runTool(ctx, c, sig, key, u); err != nil {
+	prev.stamp = stamp
+	if err := r.runTool(ctx, c, sig, key, stamp, u); err != nil {
 		return err
+	}
+	if prev.ran(u) {
+		b.repeated = true
+		u.Result += failedNote
 	}
 	switch key.Kind {
 	case tools.Volatile:
@@ -122,10 +130,10 @@ const releaseTimeout = 2 * time.Second
 // runTool asks the cross-request guards, then executes the call. Volatile
 // calls skip the guards: their result changes by itself, so a stored one
 // would be stale, and repeating them is what they are for.
-func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key, u *ToolUse) error {
+func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key, stamp string, u *ToolUse) error {
 	guarded := key.Kind != tools.Volatile
 	if guarded {
-		d, err := r.e.guard.AdmitScoped(ctx, r.req.Conversation, c.ID, sig, key.Kind == tools.Deterministic, key.Reads)
+		d, err := r.e.guard.AdmitStamped(ctx, r.req.Conversation, c.ID, sig, key.Kind == tools.Deterministic, key.Reads, stamp)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -168,7 +176,15 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key
 	if !guarded {
 		return nil
 	}
-	if rerr := r.e.guard.Record(ctx, r.req.Conversation, c.ID, sig, []byte(u.Result)); rerr != nil {
+	if u.Status == ToolError {
+		// An error is not a result: nothing is stored, and the same call,
+		// asked again here or in a later request, runs again.
+		if rerr := r.e.guard.Release(ctx, r.req.Conversation, c.ID, sig); rerr != nil {
+			r.logger().Warn("anti-loop release failed", "tool", c.Name, "err", rerr)
+		}
+		return nil
+	}
+	if rerr := r.e.guard.RecordStamped(ctx, r.req.Conversation, c.ID, sig, stamp, []byte(u.Result)); rerr != nil {
 		r.logger().Warn("anti-loop record failed", "tool", c.Name, "err", rerr)
 	}
 	return nil

@@ -21,6 +21,11 @@ const (
 	StageDegenerate = "degenerate"
 )
 
+// StageSkippedContext is the status of a stage whose node's window cannot
+// take even the parts of the prompt always kept (instructions, the user's
+// question, the latest turn): the next stage goes on without it.
+const StageSkippedContext = "skipped_context"
+
 // StageStoppedNoProgress is the status of a stage stopped after several
 // turns in a row whose calls all failed, were refused or repeats, or
 // returned nothing.
@@ -117,6 +122,11 @@ type ModelCall struct {
 	// Messages are the messages the call sent, capped and with secrets
 	// redacted; only the stored trace (GET /v1/chain/traces/{id}) has them.
 	Messages []PromptMessage `json:"messages,omitempty"`
+	// sent and marks are the messages as sent and their fitting marks,
+	// turned into Messages only for the stored trace (WithPrompts): most
+	// traces go to a client that never reads them.
+	sent  []Message
+	marks []string
 }
 
 // PromptMessage is one message a model call sent, as the node received it.

@@ -2,9 +2,16 @@
 // mode) or the reflexive chain should run, and says why in short reasons
 // that end up in the chain trace ("keyword: compare", "length 412 ≥ 280").
 //
-// It looks only at the last user message and the route category; forcing a
-// mode (model chain/simple, header X-Chain-Mode) and the simple mode of
-// requests that carry client tools are decided by the caller before it asks.
+// It judges the user's own words and the route category, nothing else of a
+// request: not the system prompt, not the tools a client offers, not the
+// history. Agent clients put their own text into user messages (Claude
+// Code's <system-reminder>, Codex's <environment_context>, Cline's
+// <environment_details>, …): Blocks sets it aside, and the words judged are
+// those of the last user message that has any, so the follow-ups of an
+// agent turn (tool results, injected context) get the mode of its first
+// request. The reasons quote the words judged and name what was set aside.
+// Forcing a mode (model chain/simple, header X-Chain-Mode) is decided by the
+// caller before it asks.
 //
 // Classification runs on every request, so New precomputes everything
 // (folded keywords in a byte trie, reason strings) and Classify makes one
@@ -104,6 +111,7 @@ type pattern struct {
 // Classifier classifies messages. It is immutable after New and safe for
 // concurrent use.
 type Classifier struct {
+	blocks      *Blocks
 	short, long int
 	patterns    []pattern
 	trie        *trie
@@ -122,9 +130,9 @@ const maxPrecomputed = 4096
 // New builds a Classifier from the classify section of the configuration and
 // the names of the server tools (built-in and HTTP tools) that a message may
 // name. Zero thresholds take the defaults; empty Keywords or Categories take
-// the default lists.
+// the default lists; IgnoreBlocks adds to the default blocks set aside.
 func New(cfg config.Classify, serverTools []string) *Classifier {
-	c := &Classifier{short: cfg.ShortChars, long: cfg.LongChars}
+	c := &Classifier{blocks: NewBlocks(cfg.IgnoreBlocks), short: cfg.ShortChars, long: cfg.LongChars}
 	if c.short <= 0 {
 		c.short = DefaultShortChars
 	}
@@ -207,18 +215,22 @@ func format(parts ...any) string {
 	return string(b)
 }
 
-// Classify decides the mode of a request from its last user message and its
-// route category ("" when the client sent none).
+// Classify decides the mode of a request from its user messages, which
+// next returns newest first (and false after the oldest), and its route
+// category ("" when the client sent none).
 //
-// Reflexive when any of: the message has at least long runes; it is
+// It judges the words of the newest user message that has words of the
+// user's (see Blocks.Judge). Reflexive when any of: the message has at least long runes; it is
 // multi-part (two or more questions, or a list of two or more items); it
 // contains a complex keyword or names a server tool, as whole words, case
 // and accents ignored; the category is a reflexive one. Otherwise simple,
 // whether the message is short or between the thresholds. A category that
-// is neither "simple" nor reflexive is ignored.
-func (c *Classifier) Classify(message, category string) Decision {
+// is neither "simple" nor reflexive is ignored. The reasons of the verdict
+// come first, then the words judged and what was set aside.
+func (c *Classifier) Classify(next func() (string, bool), category string) Decision {
+	j := c.blocks.Judge(next)
 	var hitBuf [16]int32
-	st, hits := c.scan(message, hitBuf[:0])
+	st, hits := c.scan(j.Text, hitBuf[:0])
 
 	cat := -1
 	if category != "" && !strings.EqualFold(category, CategorySimple) {
@@ -244,11 +256,17 @@ func (c *Classifier) Classify(message, category string) Decision {
 	if cat >= 0 {
 		n++
 	}
+	about := 2 + len(j.Aside)
+	if j.Skipped > 0 {
+		about++
+	}
 	if n == 0 {
-		return Decision{Mode: ModeSimple, Reasons: []string{c.simpleReason(st.runes)}}
+		reasons := make([]string, 0, 1+about)
+		reasons = append(reasons, c.simpleReason(st.runes))
+		return Decision{Mode: ModeSimple, Reasons: j.reasons(reasons)}
 	}
 
-	reasons := make([]string, 0, n)
+	reasons := make([]string, 0, n+about)
 	if st.runes >= c.long {
 		reasons = append(reasons, format("length ", st.runes, " ≥ ", c.long))
 	}
@@ -273,7 +291,7 @@ func (c *Classifier) Classify(message, category string) Decision {
 			reasons = append(reasons, p.reason)
 		}
 	}
-	return Decision{Mode: ModeReflexive, Reasons: reasons}
+	return Decision{Mode: ModeReflexive, Reasons: j.reasons(reasons)}
 }
 
 func (c *Classifier) simpleReason(n int) string {

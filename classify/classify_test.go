@@ -20,6 +20,41 @@ func short(n int) []string { return []string{fmt.Sprintf("short message (%d < 50
 func mid(n int) []string   { return []string{fmt.Sprintf("no complex signal (50 ≤ %d < 280)", n)} }
 
 func simple(reasons []string) Decision { return Decision{Mode: ModeSimple, Reasons: reasons} }
+
+// one is a request with one user message.
+func one(message string) func() (string, bool) { return newestFirst(message) }
+
+// newestFirst is a request with these user messages, the newest first.
+func newestFirst(user ...string) func() (string, bool) {
+	return func() (string, bool) {
+		if len(user) == 0 {
+			return "", false
+		}
+		u := user[0]
+		user = user[1:]
+		return u, true
+	}
+}
+
+// judged is the reason that quotes message, written the obvious way: white
+// space runs as one space, the first 80 runes, "…" when cut (after a word).
+func judged(message string) string {
+	words := strings.Join(strings.Fields(message), " ")
+	if words == "" {
+		return "no words of the user's to judge"
+	}
+	if r := []rune(words); len(r) > 80 {
+		words = strings.TrimRight(string(r[:80]), " ") + "…"
+	}
+	return `text judged: "` + words + `"`
+}
+
+// with returns d with the reasons that say what was judged of message.
+func with(d Decision, message string, about ...string) Decision {
+	d.Reasons = append(slices.Clip(d.Reasons), judged(message))
+	d.Reasons = append(d.Reasons, about...)
+	return d
+}
 func reflexive(reasons ...string) Decision {
 	return Decision{Mode: ModeReflexive, Reasons: reasons}
 }
@@ -123,8 +158,8 @@ func TestClassifyDefaults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // the Classifier is shared: -race checks it
-			got := c.Classify(tt.message, tt.category)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			got := c.Classify(one(tt.message), tt.category)
+			if diff := cmp.Diff(with(tt.want, tt.message), got); diff != "" {
 				t.Errorf("Classify(%q, %q) mismatch (-want +got):\n%s", tt.message, tt.category, diff)
 			}
 		})
@@ -142,8 +177,10 @@ func TestClassifyConfigured(t *testing.T) {
 	}{
 		{"zero config takes the defaults", config.Classify{}, nil, "compare", "",
 			reflexive("keyword: compare")},
-		{"zero config thresholds", config.Classify{}, nil, strings.Repeat("x ", 25), "",
-			simple(mid(50))},
+		{"zero config thresholds", config.Classify{}, nil, strings.Repeat("x ", 25) + "x", "",
+			simple(mid(51))},
+		{"white space around the words does not count", config.Classify{}, nil, "\n  " + strings.Repeat("x ", 25), "",
+			simple(short(49))},
 		{"keywords replace the defaults", config.Classify{Keywords: []string{"urgent"}}, nil, "compare these", "",
 			simple(short(13))},
 		{"configured keyword", config.Classify{Keywords: []string{"urgent"}}, nil, "URGENT: fix", "",
@@ -165,17 +202,17 @@ func TestClassifyConfigured(t *testing.T) {
 		{"thresholds long", config.Classify{ShortChars: 10, LongChars: 20}, nil, strings.Repeat("1", 20), "",
 			reflexive("length 20 ≥ 20")},
 		{"short beyond precomputed reasons", config.Classify{ShortChars: 5000, LongChars: 10000}, nil, strings.Repeat("a ", 2250), "",
-			simple([]string{"short message (4500 < 5000)"})},
+			simple([]string{"short message (4499 < 5000)"})},
 		{"mid beyond precomputed reasons", config.Classify{ShortChars: 10, LongChars: 10000}, nil, strings.Repeat("a ", 2500), "",
-			simple([]string{"no complex signal (10 ≤ 5000 < 10000)"})},
+			simple([]string{"no complex signal (10 ≤ 4999 < 10000)"})},
 		{"tools from New", config.Classify{}, []string{"run_pipeline"}, "please run_pipeline now", "",
 			reflexive("tool: run_pipeline")},
 		{"no tools", config.Classify{}, nil, "please query_db", "", simple(short(15))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := New(tt.cfg, tt.tools).Classify(tt.message, tt.category)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			got := New(tt.cfg, tt.tools).Classify(one(tt.message), tt.category)
+			if diff := cmp.Diff(with(tt.want, tt.message), got); diff != "" {
 				t.Errorf("Classify(%q, %q) with %+v mismatch (-want +got):\n%s", tt.message, tt.category, tt.cfg, diff)
 			}
 		})
@@ -186,9 +223,9 @@ func TestClassifyLongMessage(t *testing.T) {
 	// A keyword at the very end of a long message.
 	c := New(config.Classify{}, nil)
 	msg := strings.Repeat("lorem ipsum ", 1000) + "compare"
-	want := reflexive(fmt.Sprintf("length %d ≥ 280", len(msg)), "keyword: compare")
+	want := with(reflexive(fmt.Sprintf("length %d ≥ 280", len(msg)), "keyword: compare"), msg)
 	for range 2 {
-		if diff := cmp.Diff(want, c.Classify(msg, "")); diff != "" {
+		if diff := cmp.Diff(want, c.Classify(one(msg), "")); diff != "" {
 			t.Fatalf("Classify(long) mismatch (-want +got):\n%s", diff)
 		}
 	}
@@ -273,7 +310,7 @@ func FuzzClassify(f *testing.F) {
 	}
 	c := New(config.Classify{}, serverTools)
 	f.Fuzz(func(t *testing.T, message, category string) {
-		d := c.Classify(message, category)
+		d := c.Classify(one(message), category)
 		if d.Mode != ModeSimple && d.Mode != ModeReflexive {
 			t.Fatalf("Classify(%q, %q).Mode = %q, want simple or reflexive", message, category, d.Mode)
 		}
@@ -285,10 +322,10 @@ func FuzzClassify(f *testing.F) {
 				t.Fatalf("Classify(%q, %q).Reasons = %q, want no empty reason", message, category, d.Reasons)
 			}
 		}
-		if n := utf8.RuneCountInString(message); n >= DefaultLongChars && d.Mode != ModeReflexive {
+		if n := utf8.RuneCountInString(message); n >= DefaultLongChars && d.Mode != ModeReflexive && !strings.Contains(message, "<") {
 			t.Fatalf("Classify(%d runes).Mode = %q, want reflexive", n, d.Mode)
 		}
-		if again := c.Classify(message, category); !cmp.Equal(d, again) {
+		if again := c.Classify(one(message), category); !cmp.Equal(d, again) {
 			t.Fatalf("Classify(%q, %q) not deterministic: %v then %v", message, category, d, again)
 		}
 	})
@@ -305,25 +342,25 @@ func BenchmarkClassify300(b *testing.B) {
 		b.Fatalf("message300 has %d runes, want 300", n)
 	}
 	c := New(config.Classify{}, serverTools)
-	want := reflexive("length 300 ≥ 280", "keyword: compare")
-	if diff := cmp.Diff(want, c.Classify(message300, "")); diff != "" {
+	want := with(reflexive("length 300 ≥ 280", "keyword: compare"), message300)
+	if diff := cmp.Diff(want, c.Classify(one(message300), "")); diff != "" {
 		b.Fatalf("Classify(message300) mismatch (-want +got):\n%s", diff)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Classify(message300, "")
+		c.Classify(one(message300), "")
 	}
 }
 
 func BenchmarkClassifyShortSimple(b *testing.B) {
 	c := New(config.Classify{}, serverTools)
 	const msg = "How are you today?"
-	if got := c.Classify(msg, ""); got.Mode != ModeSimple {
+	if got := c.Classify(one(msg), ""); got.Mode != ModeSimple {
 		b.Fatalf("Classify(%q).Mode = %q, want simple", msg, got.Mode)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Classify(msg, "")
+		c.Classify(one(msg), "")
 	}
 }
 
@@ -336,7 +373,7 @@ func BenchmarkClassify300French(b *testing.B) {
 	b.ReportMetric(float64(utf8.RuneCountInString(msg)), "runes")
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Classify(msg, "")
+		c.Classify(one(msg), "")
 	}
 }
 
@@ -345,7 +382,7 @@ func BenchmarkClassify20KB(b *testing.B) {
 	c := New(config.Classify{}, serverTools)
 	b.ReportAllocs()
 	for b.Loop() {
-		c.Classify(msg, "")
+		c.Classify(one(msg), "")
 	}
 }
 

@@ -41,6 +41,7 @@ type Config struct {
 	Tools    Tools    `yaml:"tools" json:"tools"`
 	Antiloop Antiloop `yaml:"antiloop" json:"antiloop"`
 	Store    Store    `yaml:"store" json:"store"`
+	Memory   Memory   `yaml:"memory" json:"memory"`
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
@@ -114,6 +115,11 @@ type Node struct {
 	// Capabilities, when set, replace what the node's server reports of its
 	// model ("tools", "completion", …), for servers that report nothing.
 	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
+	// ContextWindow is the node's context window in tokens; 0 learns it
+	// from the server (Ollama's /api/ps, else 4096; an OpenAI-compatible
+	// /v1/models' max_model_len, else unknown: no fitting). An Ollama node
+	// is sent it as options.num_ctx on every call.
+	ContextWindow int `yaml:"context_window" json:"context_window,omitempty"`
 }
 
 // TextCalls reports whether the node's text tool calls are parsed: on
@@ -139,8 +145,9 @@ type MockScript struct {
 	// (counted as assistant messages after the last user message); the last
 	// turn repeats when the conversation goes further.
 	Turns []MockTurn `yaml:"turns" json:"turns"`
-	// Scenarios replace Turns when the last user message contains When
-	// (case-insensitive); the first match wins.
+	// Scenarios replace Turns when the user's words (as the classifier
+	// reads them: the last user message with words, blocks set aside)
+	// contain When (case-insensitive); the first match wins.
 	Scenarios []MockScenario `yaml:"scenarios" json:"scenarios,omitempty"`
 	// Delay is waited before the first chunk of every call.
 	Delay time.Duration `yaml:"delay" json:"delay,omitempty"`
@@ -167,7 +174,7 @@ type MockScenario struct {
 
 // MockTurn is one scripted model response.
 type MockTurn struct {
-	// Content is the answer text; {user} is replaced by the last user message.
+	// Content is the answer text; {user} is replaced by the user's words.
 	Content string `yaml:"content" json:"content,omitempty"`
 	// Reasoning is hidden thinking the model emits before its content.
 	Reasoning string `yaml:"reasoning" json:"reasoning,omitempty"`
@@ -216,14 +223,18 @@ type Stage struct {
 
 // Classify tunes the simple/reflexive classifier.
 type Classify struct {
-	// ShortChars: a last user message shorter than this is short.
+	// ShortChars: the user's words shorter than this are short.
 	ShortChars int `yaml:"short_chars" json:"short_chars"`
-	// LongChars: a last user message at least this long is reflexive.
+	// LongChars: the user's words at least this long are reflexive.
 	LongChars int `yaml:"long_chars" json:"long_chars"`
 	// Keywords replace the default complex keywords when set.
 	Keywords []string `yaml:"keywords" json:"keywords,omitempty"`
 	// Categories replace the default reflexive route categories when set.
 	Categories []string `yaml:"categories" json:"categories,omitempty"`
+	// IgnoreBlocks are tag names (as "my-context" for <my-context>…
+	// </my-context>) whose blocks are set aside in user messages before
+	// judging, in addition to those agent clients are known to inject.
+	IgnoreBlocks []string `yaml:"ignore_blocks" json:"ignore_blocks,omitempty"`
 }
 
 // Tools configures server-side tool execution.
@@ -299,6 +310,28 @@ type Antiloop struct {
 	MaxPolls int `yaml:"max_polls" json:"max_polls"`
 }
 
+// Memory configures context fitting: how prompts are made to fit each
+// node's window (docs/context.md).
+type Memory struct {
+	// Summarizer is the node that folds older turns into summaries; empty
+	// means the simple node.
+	Summarizer string `yaml:"summarizer" json:"summarizer"`
+	// SummaryTTL is how long a summary stays cached for the next request
+	// of the same conversation.
+	SummaryTTL time.Duration `yaml:"summary_ttl" json:"summary_ttl"`
+	// SummaryTimeout bounds the one summarizer call a request may make;
+	// past it, the older turns are dropped instead.
+	SummaryTimeout time.Duration `yaml:"summary_timeout" json:"summary_timeout"`
+	// AnswerReserve is the tokens kept for the answer when the request
+	// sets no max_tokens.
+	AnswerReserve int `yaml:"answer_reserve" json:"answer_reserve"`
+	// The shares of the window, as fractions: the list of earlier
+	// questions, the least kept for recent raw turns, the summary.
+	QuestionsShare float64 `yaml:"questions_share" json:"questions_share"`
+	RecentShare    float64 `yaml:"recent_share" json:"recent_share"`
+	SummariesShare float64 `yaml:"summaries_share" json:"summaries_share"`
+}
+
 // Store selects where anti-loop state and traces live.
 type Store struct {
 	// RedisURL, when set, shares state between replicas through Redis.
@@ -336,6 +369,14 @@ func Default() *Config {
 			ResumeTTL:     30 * time.Minute,
 		},
 		Classify: Classify{ShortChars: 50, LongChars: 280},
+		Memory: Memory{
+			SummaryTTL:     24 * time.Hour,
+			SummaryTimeout: 30 * time.Second,
+			AnswerReserve:  1024,
+			QuestionsShare: 0.05,
+			RecentShare:    0.05,
+			SummariesShare: 0.10,
+		},
 		Tools: Tools{
 			Root:             "./workspace",
 			Timeout:          15 * time.Second,
@@ -623,6 +664,9 @@ func (c *Config) Validate() error {
 				bad(p+".keep_alive", "%v", err)
 			}
 		}
+		if n.ContextWindow < 0 || n.ContextWindow > 0 && n.ContextWindow < 512 {
+			bad(p+".context_window", "want at least 512 tokens (or 0 to learn it from the server), got %d", n.ContextWindow)
+		}
 	}
 	if len(c.Chain.Stages) == 0 {
 		bad("chain.stages", "at least one stage is required")
@@ -647,6 +691,26 @@ func (c *Config) Validate() error {
 	if c.Chain.ContextBudget <= 0 {
 		bad("chain.context_budget", "must be positive, got %d", c.Chain.ContextBudget)
 	}
+	if m := c.Memory.Summarizer; m != "" && !seen[m] {
+		bad("memory.summarizer", "unknown node %q", m)
+	}
+	if c.Memory.SummaryTTL <= 0 {
+		bad("memory.summary_ttl", "must be positive, got %s", c.Memory.SummaryTTL)
+	}
+	if c.Memory.SummaryTimeout <= 0 {
+		bad("memory.summary_timeout", "must be positive, got %s", c.Memory.SummaryTimeout)
+	}
+	if c.Memory.AnswerReserve <= 0 {
+		bad("memory.answer_reserve", "must be positive, got %d", c.Memory.AnswerReserve)
+	}
+	for _, sh := range []struct {
+		key string
+		v   float64
+	}{{"memory.questions_share", c.Memory.QuestionsShare}, {"memory.recent_share", c.Memory.RecentShare}, {"memory.summaries_share", c.Memory.SummariesShare}} {
+		if sh.v <= 0 || sh.v >= 0.5 {
+			bad(sh.key, "want a fraction of the window between 0 and 0.5, got %v", sh.v)
+		}
+	}
 	if c.Chain.Render != RenderNone && c.Chain.Render != RenderDetails {
 		bad("chain.render", "unknown render %q (want \"details\" or empty)", c.Chain.Render)
 	}
@@ -661,6 +725,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Classify.LongChars <= c.Classify.ShortChars {
 		bad("classify.long_chars", "must be greater than classify.short_chars (%d), got %d", c.Classify.ShortChars, c.Classify.LongChars)
+	}
+	for i, name := range c.Classify.IgnoreBlocks {
+		if !validTagName(name) {
+			bad(fmt.Sprintf("classify.ignore_blocks[%d]", i), "want a tag name such as \"my-context\" (letters, digits, - _ . :), got %q", name)
+		}
 	}
 	if c.Tools.Timeout <= 0 {
 		bad("tools.timeout", "must be positive")
@@ -784,3 +853,17 @@ func maskValues(m map[string]string) map[string]string {
 }
 
 func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }
+
+// validTagName reports whether name can name the blocks of
+// classify.ignore_blocks: a tag name, without its brackets.
+func validTagName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

@@ -139,6 +139,8 @@ func TestValidationErrors(t *testing.T) {
 		{"mcp headers on stdio", "tools:\n  mcp:\n    - {name: fs, command: [x], headers: {A: b}}\n", `config: tools.mcp[0].headers: only apply to a url server`},
 		{"empty admin key", "server:\n  api_keys: [k]\n  admin_keys: [\"\"]\n", `config: server.admin_keys[0]: must not be empty`},
 		{"admin keys without api keys", "server:\n  admin_keys: [boss]\n", `config: server.admin_keys: needs server.api_keys`},
+		{"ignore_blocks with brackets", "classify:\n  ignore_blocks: [ok-name, \"<my-context>\"]\n", `config: classify.ignore_blocks[1]: want a tag name such as "my-context" (letters, digits, - _ . :), got "<my-context>"`},
+		{"empty ignore_blocks name", "classify:\n  ignore_blocks: [\"\"]\n", `config: classify.ignore_blocks[0]: want a tag name`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {

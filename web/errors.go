@@ -83,6 +83,13 @@ func statusFor(err error) (int, errorObject) {
 		obj.Param = &p
 		obj.Message = strings.TrimPrefix(err.Error(), "chain: ")
 		return set(http.StatusBadRequest, "invalid_request_error", "tools_unsupported")
+	case errors.Is(err, chain.ErrContextLength):
+		// OpenAI's own code for a prompt longer than the model's window:
+		// clients know to shorten the conversation on it.
+		p := "messages"
+		obj.Param = &p
+		obj.Message = strings.TrimPrefix(err.Error(), "chain: ")
+		return set(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded")
 	case errors.As(err, &qe):
 		return set(http.StatusTooManyRequests, "rate_limit_exceeded", "rate_limit_exceeded")
 	case errors.Is(err, context.Canceled):

@@ -23,6 +23,7 @@ type Metrics struct {
 	toolCalls *prometheus.CounterVec
 	upstream  *prometheus.CounterVec
 	queueWait *prometheus.HistogramVec
+	fitting   *prometheus.CounterVec
 }
 
 // NewMetrics registers the metrics. queued, when set, reports the queue
@@ -59,8 +60,11 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 			Name: "chainproxy_queue_wait_seconds", Help: "Time calls waited in a node's admission queue.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"node", "class"}),
+		fitting: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainproxy_context_actions_total", Help: "What context fitting did to prompts, by node and action (shortened, summarized, reused, dropped, refit; overflow: a node reported a prompt at its window).",
+		}, []string{"node", "action"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.own, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait)
+	reg.MustRegister(m.requests, m.duration, m.own, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait, m.fitting)
 	if queued != nil {
 		for _, n := range nodes {
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -115,11 +119,19 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 	for _, st := range tr.Stages {
 		m.turns.WithLabelValues(st.Node).Observe(float64(st.Turns))
 		m.stages.WithLabelValues(st.Node, st.Status).Inc()
-		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline {
+		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline || st.Status == chain.StageSkippedContext {
 			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
 		}
 		for _, t := range st.ToolsUsed {
 			m.toolCalls.WithLabelValues(t.Name, t.Status).Inc()
+		}
+		if ct := st.Context; ct != nil {
+			for _, a := range ct.Actions {
+				m.fitting.WithLabelValues(st.Node, a.Action).Inc()
+			}
+			if ct.Overflow {
+				m.fitting.WithLabelValues(st.Node, "overflow").Inc()
+			}
 		}
 	}
 }

@@ -287,7 +287,11 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 		return
 	}
 	var err error
-	if traceJSON == nil {
+	if tr.HasPrompts() {
+		// The stored trace also says what each model call was sent.
+		full := tr.WithPrompts(s.redactPrompt)
+		traceJSON, err = marshal(&full)
+	} else if traceJSON == nil {
 		traceJSON, err = marshal(tr)
 	}
 	var head []byte
@@ -311,6 +315,11 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 		s.log.Warn("storing trace", "req_id", id, "err", err)
 	}
 }
+
+// redactPrompt masks the secrets in a prompt kept in a stored trace: the
+// server's own keys and those of its nodes, and anything that looks like a
+// credential.
+func (s *Server) redactPrompt(text string) string { return redact.Text(text, s.secrets...) }
 
 // getTrace serves GET /v1/chain/traces/{id}: the stored trace, or for a
 // chain still running, its stages so far (status "running"). A key finds

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +13,14 @@ import (
 // TestStageOutputCappedInResponseWholeInStore: a stage's long output is cut
 // in the answer's trace, with a note, and whole in the stored trace.
 func TestStageOutputCappedInResponseWholeInStore(t *testing.T) {
-	long := strings.Repeat("word ", 2000) // 10000 bytes
+	// 10000 bytes of distinct words: one word repeated is a repetition
+	// loop, which the chain cuts.
+	var b strings.Builder
+	for i := 0; b.Len() < 9996; i++ {
+		fmt.Fprintf(&b, "w%04d ", i)
+	}
+	b.WriteString("done")
+	long := b.String()
 	s := newTestServer(t, `
 nodes:
   - {name: A, provider: mock, mock: {turns: [{content: "`+long+`", reasoning: "short thought"}]}}

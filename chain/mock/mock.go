@@ -4,7 +4,9 @@
 //
 // It is deterministic and keeps no state between calls: the turn played is the
 // number of assistant messages after the last user message, so the same
-// conversation always gets the same answer.
+// conversation always gets the same answer. A scenario is picked from the
+// user's own words as the classifier judges them (classify.Blocks), so that
+// the blocks an agent client injects pick no scenario.
 package mock
 
 import (
@@ -16,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"chainproxy/chain"
+	"chainproxy/classify"
 	"chainproxy/config"
 )
 
@@ -23,6 +26,7 @@ import (
 type Backend struct {
 	node   string
 	script config.MockScript
+	blocks *classify.Blocks
 }
 
 var (
@@ -30,9 +34,14 @@ var (
 	_ chain.Prober  = (*Backend)(nil)
 )
 
-// New returns the scripted backend of a mock node.
-func New(node config.Node) *Backend {
-	b := &Backend{node: node.Name}
+// New returns the scripted backend of a mock node, reading the user's words
+// as a classifier with no classify.ignore_blocks does.
+func New(node config.Node) *Backend { return NewWithBlocks(node, classify.NewBlocks(nil)) }
+
+// NewWithBlocks returns the scripted backend of a mock node that reads the
+// user's words as blocks (built from classify.ignore_blocks) leave them.
+func NewWithBlocks(node config.Node, blocks *classify.Blocks) *Backend {
+	b := &Backend{node: node.Name, blocks: blocks}
 	if node.Mock != nil {
 		b.script = *node.Mock
 	}
@@ -56,7 +65,8 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	if b.script.Offline {
 		return b.offline()
 	}
-	user, turnIdx := lastUser(req.Messages)
+	turnIdx := turnIndex(req.Messages)
+	user := b.blocks.Judge(chain.UserTexts(req.Messages)).Text
 	turns := b.script.Turns
 	lower, system := strings.ToLower(user), strings.ToLower(systemText(req.Messages))
 	for _, s := range b.script.Scenarios {
@@ -131,21 +141,16 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	return fn(last)
 }
 
-// lastUser returns the last user message and how many assistant messages
-// follow it: the index of the turn to play.
-func lastUser(msgs []chain.Message) (string, int) {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "user" {
-			n := 0
-			for _, m := range msgs[i+1:] {
-				if m.Role == "assistant" {
-					n++
-				}
-			}
-			return msgs[i].Content, n
+// turnIndex returns how many assistant messages follow the last user
+// message: the index of the turn to play.
+func turnIndex(msgs []chain.Message) int {
+	n := 0
+	for i := len(msgs) - 1; i >= 0 && msgs[i].Role != "user"; i-- {
+		if msgs[i].Role == "assistant" {
+			n++
 		}
 	}
-	return "", 0
+	return n
 }
 
 // systemText is the call's first system message, "" without one.

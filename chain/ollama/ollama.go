@@ -85,6 +85,17 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	if req.KeepAlive != nil {
 		creq.KeepAlive = &api.Duration{Duration: *req.KeepAlive}
 	}
+	if req.NumCtx > 0 {
+		if creq.Options == nil {
+			creq.Options = map[string]any{}
+		}
+		creq.Options["num_ctx"] = req.NumCtx
+	}
+	// Without it, Ollama drops the oldest messages of a prompt longer than
+	// the window, silently, the user's question first; refused, the
+	// overflow is an error the proxy sees and fits again (chain's
+	// ContextOverflow).
+	creq.Truncate = &noTruncate
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
@@ -112,6 +123,8 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	}
 	return nil
 }
+
+var noTruncate = false
 
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20

@@ -212,6 +212,8 @@ func TestChatRequestMapping(t *testing.T) {
 	want := map[string]any{
 		"model":  "qwen3:1.7b",
 		"stream": true,
+		// An overflow must be an error the proxy sees, never a silent cut.
+		"truncate": false,
 		"messages": []any{
 			map[string]any{"role": "system", "content": "Be brief."},
 			map[string]any{"role": "user", "content": "List the folder."},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/ollama/ollama/api"
 
@@ -33,7 +34,44 @@ func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
 	for i, c := range resp.Capabilities {
 		caps[i] = string(c)
 	}
-	return chain.ModelInfo{Capabilities: caps}, nil
+	info := chain.ModelInfo{Capabilities: caps, MaxWindow: maxWindow(resp.ModelInfo)}
+	// Best effort: a model not loaded yet has no window to read.
+	info.Window, _ = b.LoadedWindow(ctx)
+	return info, nil
+}
+
+// maxWindow reads "<arch>.context_length" from /api/show's model_info.
+func maxWindow(info map[string]any) int {
+	arch, _ := info["general.architecture"].(string)
+	if v, ok := info[arch+".context_length"].(float64); ok && arch != "" {
+		return int(v)
+	}
+	for k, v := range info {
+		if f, ok := v.(float64); ok && strings.HasSuffix(k, ".context_length") {
+			return int(f)
+		}
+	}
+	return 0
+}
+
+var _ chain.WindowReader = (*Backend)(nil)
+
+// LoadedWindow is the context length Ollama runs the node's model with, from
+// GET /api/ps; 0 while the model is not loaded.
+func (b *Backend) LoadedWindow(ctx context.Context) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	ps, err := b.client.ListRunning(ctx)
+	if err != nil {
+		return 0, upstreamError(ctx, b.node.Name, err)
+	}
+	for _, m := range ps.Models {
+		if m.Name == b.node.Model || m.Model == b.node.Model || m.Name == b.node.Model+":latest" {
+			return m.ContextLength, nil
+		}
+	}
+	return 0, nil
 }
 
 func (b *Backend) notFound() error {

@@ -19,6 +19,8 @@ type modelList struct {
 	Data []struct {
 		ID           string   `json:"id"`
 		Capabilities []string `json:"capabilities"`
+		// MaxModelLen is vLLM's window for the model.
+		MaxModelLen int `json:"max_model_len"`
 	} `json:"data"`
 }
 
@@ -56,7 +58,7 @@ func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
 	}
 	for _, m := range list.Data {
 		if m.ID == b.node.Model {
-			return chain.ModelInfo{Capabilities: m.Capabilities}, nil
+			return chain.ModelInfo{Capabilities: m.Capabilities, Window: m.MaxModelLen}, nil
 		}
 	}
 	return chain.ModelInfo{}, &chain.ModelNotFoundError{Node: b.node.Name, Model: b.node.Model, BaseURL: b.node.BaseURL}

@@ -9,15 +9,19 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/classify"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
 
 // demoEngine is the engine -demo runs, on a fresh demo workspace, with the
 // mock nodes' delays removed: the tests check the scripts, not their pace.
-func demoEngine(t *testing.T) *chain.Engine {
+func demoEngine(t *testing.T) *chain.Engine { return demoEngineOver(t, "") }
+
+// demoEngineOver is demoEngine with a -config file over the demo.
+func demoEngineOver(t *testing.T, path string) *chain.Engine {
 	t.Helper()
-	cfg, err := demoConfig("")
+	cfg, err := demoConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +37,8 @@ func demoEngine(t *testing.T) *chain.Engine {
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(100, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends(cfg), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends(cfg), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Classifier: classify.New(cfg.Classify, reg.Names())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,6 +206,46 @@ func TestDemoSimpleAnswerIsHonest(t *testing.T) {
 			got := res.Message.Content
 			if res.Trace.Mode != chain.ModeSimple || !strings.Contains(got, "This is the demo") || !strings.Contains(got, `"`+q+`"`) || strings.Contains(got, "Synthesis") {
 				t.Errorf("%s answer = %q, want a simple-mode demo note echoing the question", res.Trace.Mode, got)
+			}
+		})
+	}
+}
+
+// TestDemoScenarioFromTheUsersWords: the demo picks its scenario from the
+// words the classifier judges. An agent client's injected block that says
+// "loop" picks nothing, the user's own "loop" picks the loop scenario, and
+// a block named in classify.ignore_blocks is set aside too.
+func TestDemoScenarioFromTheUsersWords(t *testing.T) {
+	reminder := "<system-reminder>\nSkills: use /loop to run a prompt in a loop; format files with /format.\n</system-reminder>"
+	tests := []struct {
+		name    string
+		content string
+		extra   string // a -config file over the demo
+		mode    string
+		reply   string // how the answer starts
+	}{
+		{"injected block says loop", reminder + "Hello there", "", chain.ModeSimple, "This is the demo: M1"},
+		{"injected block, analytical question", reminder + "Compare the two files", "", chain.ModeReflexive, "**Answer** (reviewed by M2): the workspace's notes.md"},
+		{"the user says loop", reminder + "loop: compare the files", "", chain.ModeReflexive, "**Answer** (reviewed by M2): OL1 listed the workspace once"},
+		{"configured block says loop", "<team-notes>loop</team-notes>Compare the two files", "classify:\n  ignore_blocks: [team-notes]\n", chain.ModeReflexive, "**Answer** (reviewed by M2): the workspace's notes.md"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.extra != "" {
+				path = t.TempDir() + "/extra.yaml"
+				if err := os.WriteFile(path, []byte(tt.extra), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eng := demoEngineOver(t, path)
+			res, err := eng.Run(t.Context(), &chain.RunRequest{TraceID: "t", Model: chain.ModelAuto, Conversation: tt.name,
+				Messages: []chain.Message{{Role: "user", Content: tt.content}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trace.Mode != tt.mode || !strings.HasPrefix(res.Message.Content, tt.reply) {
+				t.Errorf("Run(%q) = %s %q, want %s %q… (reasons %q)", tt.content, res.Trace.Mode, res.Message.Content, tt.mode, tt.reply, res.Trace.Reasons)
 			}
 		})
 	}

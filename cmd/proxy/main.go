@@ -116,6 +116,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // backends builds each node's backend for its provider.
 func backends(cfg *config.Config) map[string]chain.Backend {
 	out := make(map[string]chain.Backend, len(cfg.Nodes))
+	blocks := classify.NewBlocks(cfg.Classify.IgnoreBlocks)
 	for _, n := range cfg.Nodes {
 		switch n.Provider {
 		case config.ProviderOllama:
@@ -123,7 +124,9 @@ func backends(cfg *config.Config) map[string]chain.Backend {
 		case config.ProviderOpenAI:
 			out[n.Name] = openai.New(n, nil)
 		case config.ProviderMock:
-			out[n.Name] = mock.New(n)
+			// The demo's scenarios are picked from the words the
+			// classifier judges.
+			out[n.Name] = mock.NewWithBlocks(n, blocks)
 		}
 	}
 	return out
@@ -152,6 +155,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 		Logger:     logger,
 		Admission:  admission,
 		Resume:     st,
+		Memory:     st,
 	})
 	if err != nil {
 		return err
@@ -175,7 +179,9 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	probeNodes(ctx, engine, logger)
+	if err := probeNodes(ctx, engine, logger); err != nil {
+		return err
+	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Status(), "tools", registry.Names())
 	fmt.Fprintf(stdout, "chainproxy listening on http://%s\n  OpenAI base URL: http://%s/v1\n  cockpit:         http://%s/\n  traces:          http://%s/#/traces\n", ln.Addr(), ln.Addr(), ln.Addr(), ln.Addr())
 	if demo {
@@ -203,12 +209,20 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 }
 
 // probeNodes logs whether each node answers, so a misconfigured node shows
-// at startup rather than at the first request.
-func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) {
+// at startup rather than at the first request. A context_window above its
+// model's maximum is the one answer that stops the startup: Ollama would
+// run the model past what it was trained for.
+func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) error {
+	var tooLarge []error
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	for _, n := range engine.Nodes() {
 		err := engine.Probe(ctx, n.Name)
+		var we *chain.WindowError
+		if errors.As(err, &we) {
+			tooLarge = append(tooLarge, err)
+			continue
+		}
 		if errors.Is(err, chain.ErrModelNotFound) {
 			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "err", err)
 			continue
@@ -218,9 +232,10 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 			continue
 		}
 		caps, known := engine.Capabilities(n.Name)
-		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "capabilities", caps)
+		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "capabilities", caps, "context_window", engine.Window(n))
 		if known && !slices.Contains(caps, chain.CapTools) {
 			logger.Warn("node cannot take tools: stages that want tools run without them there, and clients' tools sent to it get 400", "node", n.Name, "model", n.Model, "capabilities", caps)
 		}
 	}
+	return errors.Join(tooLarge...)
 }

@@ -86,6 +86,10 @@ type Server struct {
 	// models are the models /api/show knows, with their capabilities;
 	// nil: every model, with DefaultCapabilities.
 	models map[string][]string
+	// window, when set, emulates the model's context window (SetWindow).
+	window *window
+	// contextLength is the trained length /api/show reports; 0: none.
+	contextLength int
 }
 
 // New starts a server that answers the n-th POST /api/chat with replies[n];
@@ -113,6 +117,7 @@ func NewFunc(t testing.TB, script func(call int, req *api.ChatRequest) Reply) *S
 	mux.HandleFunc("POST /api/chat", s.chat)
 	mux.HandleFunc("GET /api/version", s.version)
 	mux.HandleFunc("POST /api/show", s.show)
+	mux.HandleFunc("GET /api/ps", s.ps)
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Config.ConnState = func(_ net.Conn, state http.ConnState) {
 		if state == http.StateNew {
@@ -199,7 +204,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, map[string]string{"error": msg})
 		return
 	}
+	status, msg, prompt := s.fit(&req)
+	if status != 0 {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
 	reply := s.script(call, &req)
+	if prompt > 0 {
+		reply.PromptEvalCount = prompt
+	}
 	if reply.Status != 0 {
 		msg := reply.Error
 		if msg == "" {

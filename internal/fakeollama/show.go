@@ -26,6 +26,14 @@ func (s *Server) SetModel(name string, caps ...string) {
 	s.models[name] = caps
 }
 
+// SetContextLength makes /api/show report n as every model's trained
+// context length (model_info "llama.context_length").
+func (s *Server) SetContextLength(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.contextLength = n
+}
+
 // show is POST /api/show: the model's details and capabilities, or 404 with
 // Ollama's message for a model it does not have.
 func (s *Server) show(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +51,7 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	if s.models == nil {
 		caps, ok = DefaultCapabilities, true
 	}
+	ctxLen := s.contextLength
 	s.mu.Unlock()
 	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("model '%s' not found", name)})
@@ -52,6 +61,9 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 		Template:  "{{ .Prompt }}",
 		Details:   api.ModelDetails{Format: "gguf", Family: "llama", Families: []string{"llama"}},
 		ModelInfo: map[string]any{"general.architecture": "llama"},
+	}
+	if ctxLen > 0 {
+		resp.ModelInfo["llama.context_length"] = ctxLen
 	}
 	for _, c := range caps {
 		resp.Capabilities = append(resp.Capabilities, model.Capability(c))

@@ -103,6 +103,7 @@ type Server struct {
 	served              int // requests that used a reply
 	models              []string
 	modelsStatus        int
+	maxModelLen         int
 	rejectStreamOptions bool
 	hanging             chan struct{}
 	hangOnce            sync.Once
@@ -194,6 +195,14 @@ func (s *Server) SetModels(ids ...string) {
 	s.models = ids
 }
 
+// SetMaxModelLen makes GET /v1/models give every model n as its
+// max_model_len, as vLLM does.
+func (s *Server) SetMaxModelLen(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.maxModelLen = n
+}
+
 // SetModelsStatus makes GET /v1/models answer status (0 restores 200), to
 // make the node fail its probe.
 func (s *Server) SetModelsStatus(status int) {
@@ -213,7 +222,7 @@ func (s *Server) RejectStreamOptions(reject bool) {
 
 func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	status, ids := s.modelsStatus, s.models
+	status, ids, maxLen := s.modelsStatus, s.models, s.maxModelLen
 	s.mu.Unlock()
 	if status != 0 && status != http.StatusOK {
 		writeError(w, status, http.StatusText(status), "server_error", "")
@@ -224,13 +233,15 @@ func (s *Server) listModels(w http.ResponseWriter, _ *http.Request) {
 		Object  string `json:"object"`
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
+		// MaxModelLen is vLLM's window of the model; 0 leaves it out.
+		MaxModelLen int `json:"max_model_len,omitempty"`
 	}
 	list := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, id := range ids {
-		list.Data = append(list.Data, model{ID: id, Object: "model", Created: Created, OwnedBy: "fakeopenai"})
+		list.Data = append(list.Data, model{ID: id, Object: "model", Created: Created, OwnedBy: "fakeopenai", MaxModelLen: maxLen})
 	}
 	writeJSON(w, http.StatusOK, list)
 }

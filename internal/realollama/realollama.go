@@ -171,6 +171,9 @@ func Start(bin, dir string) (*Server, error) {
 		"OLLAMA_NUM_PARALLEL=1",
 		"OLLAMA_NOPRUNE=1",
 		"OLLAMA_NO_CLOUD=1",
+		// Debug lines include "truncating input messages which exceed
+		// context length": a silent cut the context tests look for.
+		"OLLAMA_DEBUG=1",
 	)
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = s.env

@@ -1,0 +1,391 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"chainproxy/config"
+	"chainproxy/memory"
+)
+
+// defaultOllamaWindow is the window Ollama runs a model with unless told
+// otherwise (its default below 24 GiB of VRAM): assumed for an Ollama node
+// until /api/ps says what its loaded model runs with.
+const defaultOllamaWindow = 4096
+
+// ErrContextLength is wrapped by the error of a prompt that cannot fit the
+// window of the node that must answer it: the client's to shorten (400
+// context_length_exceeded), never a silent cut.
+var ErrContextLength = errors.New("context length exceeded")
+
+// ContextLengthError is a prompt too long for a node's window, found by
+// the proxy's own estimate or reported by the upstream.
+type ContextLengthError struct {
+	Node string
+	// Window and Estimate are in tokens; 0 when not known (an upstream
+	// that refused a node of unknown window).
+	Window, Estimate int
+	// Upstream is the upstream's own message, when it refused the prompt.
+	Upstream string
+}
+
+func (e *ContextLengthError) Error() string {
+	switch {
+	case e.Upstream != "":
+		return fmt.Sprintf("node %s refused the prompt as longer than its context window: %s", e.Node, e.Upstream)
+	default:
+		return fmt.Sprintf("the prompt does not fit node %s's context window of %d tokens: the instructions and the last message alone need about %d tokens with the answer's reserve", e.Node, e.Window, e.Estimate)
+	}
+}
+
+func (e *ContextLengthError) Unwrap() error { return ErrContextLength }
+
+// WindowError is a configured context_window above what the node's model
+// supports: refused at startup, as Ollama would run it with garbage beyond
+// its trained length.
+type WindowError struct {
+	Node          string
+	Window, Max   int
+	Configuration string // where the file sets it, "" when unknown
+}
+
+func (e *WindowError) Error() string {
+	return fmt.Sprintf("node %s: context_window %d is above its model's maximum of %d tokens", e.Node, e.Window, e.Max)
+}
+
+// contextOverflow reports whether err is an upstream refusing a prompt as
+// longer than its window: Ollama with truncate false ("the input length
+// exceeds the context length"), OpenAI and vLLM ("context_length_exceeded",
+// "maximum context length is …").
+func contextOverflow(err error) (string, bool) {
+	if err == nil {
+		// The common case, without the allocation errors.As costs.
+		return "", false
+	}
+	var ue *UpstreamError
+	if !errors.As(err, &ue) {
+		return "", false
+	}
+	msg := strings.ToLower(ue.Message)
+	if msg == "" && ue.Err != nil {
+		msg = strings.ToLower(ue.Err.Error())
+	}
+	if strings.Contains(msg, "exceeds the context length") || strings.Contains(msg, "context_length_exceeded") ||
+		strings.Contains(msg, "maximum context length") || strings.Contains(msg, "context window") && strings.Contains(msg, "exceed") {
+		return ue.Message, true
+	}
+	return "", false
+}
+
+// windows remembers the windows nodes' servers reported.
+type windows struct {
+	mu     sync.Mutex
+	m      map[string]int
+	called map[string]bool
+}
+
+// firstCall reports whether this is the first time it is asked for node:
+// after the first call that succeeds, the loaded model's window is read.
+func (w *windows) firstCall(node string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.called[node] {
+		return false
+	}
+	if w.called == nil {
+		w.called = map[string]bool{}
+	}
+	w.called[node] = true
+	return true
+}
+
+func (w *windows) get(node string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[node]
+}
+
+func (w *windows) set(node string, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]int{}
+	}
+	w.m[node] = n
+}
+
+// Window is node n's context window in tokens as the engine knows it: the
+// configured one, else what its server reported, else Ollama's default for
+// an Ollama node; 0 when unknown (no fitting).
+func (e *Engine) Window(n *Node) int {
+	if n.ContextWindow > 0 {
+		return n.ContextWindow
+	}
+	if w := e.windows.get(n.Name); w > 0 {
+		return w
+	}
+	if n.Provider == config.ProviderOllama {
+		return defaultOllamaWindow
+	}
+	return 0
+}
+
+// learnWindow asks n's server the window its loaded model runs with, when
+// the configuration does not say and the backend can tell.
+func (e *Engine) learnWindow(ctx context.Context, n *Node) {
+	if n.ContextWindow > 0 {
+		return
+	}
+	wr, ok := n.Backend.(WindowReader)
+	if !ok {
+		return
+	}
+	if w, err := wr.LoadedWindow(ctx); err == nil && w > 0 {
+		e.windows.set(n.Name, w)
+	}
+}
+
+// reserve is the tokens of window kept for the answer: the request's
+// max_tokens, else memory.answer_reserve, at most half the window.
+func (r *run) reserve(window int) int {
+	n := r.e.cfg.Memory.AnswerReserve
+	if mt := r.req.Params.MaxTokens; mt != nil && *mt > 0 {
+		n = *mt
+	}
+	return min(n, window/2)
+}
+
+// toolChars is what the tool definitions offered weigh in a prompt.
+func toolChars(tools []Tool) int {
+	n := 0
+	for _, t := range tools {
+		n += len(t.Name) + len(t.Description) + len(t.Parameters) + memory.MessageOverhead
+	}
+	return n
+}
+
+// question is the index in s.msgs of the user's current question: the last
+// user message the stage was given (its own notes come after s.base).
+func (s *stage) question() int {
+	base := min(s.base, len(s.msgs))
+	for i := base - 1; i >= 0; i-- {
+		if s.msgs[i].Role == "user" {
+			return i
+		}
+	}
+	return base
+}
+
+// fitted is a prompt ready to send and what fitting it took.
+type fitted struct {
+	msgs  []Message
+	marks []string
+	chars int // what msgs and the tools weigh
+}
+
+// fit returns the messages to send for s's next call: s.msgs as they are
+// when they fit the node's window (the common case: a count, no copy), else
+// a fitted copy, with what was done recorded in the stage's trace. tighten
+// lowers the budget after the node refused a prompt estimated to fit.
+func (r *run) fit(ctx context.Context, s *stage, offered []Tool, tighten float64) (fitted, error) {
+	window := r.e.Window(s.node)
+	tc := toolChars(offered)
+	if window == 0 || r.relay {
+		return fitted{msgs: s.msgs, chars: memory.Chars(s.msgs) + tc}, nil
+	}
+	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
+	in := memory.Input{
+		Msgs: s.msgs, Current: s.question(), Window: window, Reserve: r.reserve(window),
+		ToolChars: tc, Ratio: ratio, Tighten: tighten,
+		Shares: memory.Shares{Questions: r.e.cfg.Memory.QuestionsShare, Recent: r.e.cfg.Memory.RecentShare, Summaries: r.e.cfg.Memory.SummariesShare},
+	}
+	ct := s.st.Context
+	if ct == nil {
+		ct = &ContextTrace{}
+		s.st.Context = ct
+	}
+	ct.Window = window
+	ok, chars := memory.Fits(&in)
+	if ok {
+		ct.EstimatedTokens = max(ct.EstimatedTokens, memory.Tokens(chars+tc, ratio))
+		return fitted{msgs: s.msgs, chars: chars + tc}, nil
+	}
+	res, err := memory.Fit(ctx, &in, &folder{r: r, s: s})
+	if err != nil {
+		var tl *memory.TooLongError
+		if errors.As(err, &tl) {
+			ct.EstimatedTokens = max(ct.EstimatedTokens, tl.Estimate)
+			return fitted{}, &ContextLengthError{Node: s.node.Name, Window: window, Estimate: tl.Estimate + tl.Reserve}
+		}
+		return fitted{}, err
+	}
+	ct.EstimatedTokens = max(ct.EstimatedTokens, memory.Tokens(res.Chars+tc, ratio))
+	for _, a := range res.Actions {
+		ct.Actions = append(ct.Actions, ContextAction(a))
+	}
+	if res.SummaryErr != nil {
+		r.logger().Warn("summarizer failed: older turns dropped", "stage", s.idx, "node", s.node.Name, "err", res.SummaryErr)
+	}
+	return fitted{msgs: res.Msgs, marks: res.Marks, chars: res.Chars + tc}, nil
+}
+
+// observe records what the node reported of a prompt: the calibration
+// learns from it, and a prompt at or above the window is flagged (the
+// upstream may have cut it anyway).
+func (r *run) observe(ctx context.Context, s *stage, f fitted, usage *Usage) {
+	if usage == nil || usage.PromptTokens <= 0 || r.relay {
+		return
+	}
+	r.e.calibration.Observe(ctx, s.node.Name, f.chars, usage.PromptTokens)
+	if ct := s.st.Context; ct != nil {
+		ct.ReportedTokens = max(ct.ReportedTokens, usage.PromptTokens)
+		if usage.PromptTokens >= ct.Window {
+			ct.Overflow = true
+		}
+	}
+}
+
+// refitFactor is how much a node's ratio drops, and its budget tightens,
+// after it refused a prompt estimated to fit. Ollama's refusal gives no
+// numbers, so one retry must land well inside the window: half the
+// characters per token and half the budget, four times fewer characters,
+// covers a byte-level tokenizer taken for an English one.
+const refitFactor = 0.5
+
+// errSummarySpent is the summarizer's answer to a second request for a
+// summary in one run: at most one summarizer call per request.
+var errSummarySpent = errors.New("the request's one summarizer call is spent")
+
+// folder is memory.Folder over the engine's store and summarizer node, for
+// one stage of one run.
+type folder struct {
+	r *run
+	s *stage
+}
+
+func (f *folder) summarizer() *Node {
+	name := f.r.e.cfg.Memory.Summarizer
+	if name == "" {
+		name = f.r.e.cfg.Chain.SimpleNode
+	}
+	return f.r.e.nodes[name]
+}
+
+func (f *folder) Window() (int, float64) {
+	n := f.summarizer()
+	w := f.r.e.Window(n)
+	if w == 0 {
+		// An OpenAI-compatible summarizer of unknown window: the
+		// smallest window of the small models the chain is for.
+		w = defaultOllamaWindow
+	}
+	return w, f.r.e.calibration.Ratio(context.Background(), n.Name)
+}
+
+func (f *folder) Cached(ctx context.Context, key string) (memory.Summary, bool) {
+	if f.r.e.kv == nil {
+		return memory.Summary{}, false
+	}
+	data, ok, err := f.r.e.kv.Get(ctx, key)
+	if err != nil || !ok {
+		return memory.Summary{}, false
+	}
+	var s memory.Summary
+	if json.Unmarshal(data, &s) != nil {
+		return memory.Summary{}, false
+	}
+	return s, true
+}
+
+// Summarize makes the run's one summarizer call, bounded by
+// memory.summary_timeout. The call is a step of
+// the stage's trace (kind "summary") with its own time and tokens.
+func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error) {
+	r, s := f.r, f.s
+	if r.summarized {
+		return "", errSummarySpent
+	}
+	r.summarized = true
+	n := f.summarizer()
+	if cause, off := r.e.offline.lookup(n.Name); off {
+		return "", fmt.Errorf("summarizer node %s is offline: %s", n.Name, cause)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.e.cfg.Memory.SummaryTimeout)
+	defer cancel()
+	asked := time.Now()
+	defer func() { r.upstream += time.Since(asked) }()
+	mc := ModelCall{Turn: s.st.Turns + 1, Kind: "summary", Node: n.Name, StartMS: asked.Sub(r.t0).Milliseconds(), sent: prompt}
+	if r.e.admission != nil {
+		release, err := r.e.admission.Acquire(ctx, n.Name, r.req.Batch)
+		if err != nil {
+			return "", err
+		}
+		defer release()
+	}
+	began := time.Now()
+	mc.QueueMS = began.Sub(asked).Milliseconds()
+	var text strings.Builder
+	var usage *Usage
+	// The summary has its share of the stage's window to fill; a model
+	// that rambles stops there.
+	maxTokens := min(summarizerReserve, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
+	req := &Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow}
+	err := n.Backend.Chat(ctx, req, func(c Chunk) error {
+		text.WriteString(c.Content)
+		if c.Usage != nil {
+			usage = c.Usage
+		}
+		if c.FinishReason != "" {
+			mc.FinishReason = c.FinishReason
+		}
+		return nil
+	})
+	mc.DurationMS = time.Since(began).Milliseconds()
+	if usage != nil {
+		mc.Usage = *usage
+		s.st.Usage = s.st.Usage.Add(*usage)
+	}
+	if err != nil {
+		var ue *UpstreamError
+		if errors.As(err, &ue) && ue.Offline() {
+			r.e.offline.mark(n.Name, ue.Error())
+		}
+		if _, over := contextOverflow(err); over {
+			// Its tokenizer is denser than estimated: the stage's own call
+			// to the same node learns from it.
+			r.e.calibration.Scale(n.Name, refitFactor)
+			r.e.learnWindow(ctx, n)
+		}
+		mc.Error = err.Error()
+	} else if usage != nil {
+		r.e.calibration.Observe(ctx, n.Name, memory.Chars(prompt), usage.PromptTokens)
+	}
+	s.st.Calls = append(s.st.Calls, mc)
+	if err != nil {
+		return "", err
+	}
+	// A thinking model may open its answer with a <think> block.
+	var ts ThinkSplitter
+	head, _ := ts.Feed(text.String())
+	tail, _ := ts.Flush()
+	return head + tail, nil
+}
+
+// Store caches s for memory.summary_ttl; best effort: a summary not cached
+// is made again next time.
+func (f *folder) Store(ctx context.Context, key string, s memory.Summary) {
+	if f.r.e.kv == nil {
+		return
+	}
+	if data, err := json.Marshal(s); err == nil {
+		_ = f.r.e.kv.Set(context.WithoutCancel(ctx), key, data, f.r.e.cfg.Memory.SummaryTTL)
+	}
+}
+
+// summarizerReserve bounds the summarizer's answer, in tokens.
+const summarizerReserve = 512

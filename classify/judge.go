@@ -1,0 +1,183 @@
+package classify
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Judged is what the classifier judges of a request: the words of the
+// newest user message that has words of the user's.
+type Judged struct {
+	Words
+	// Skipped counts the newer user messages passed over because all they
+	// held was set aside (injected blocks, a client's tool result), and
+	// SkippedAside says what that was.
+	Skipped      int
+	SkippedAside []Aside
+}
+
+// Judge finds the words to judge in the user messages of a request, which
+// next returns newest first (and false after the oldest): those of the
+// first message that has words of the user's once blocks are set aside. A message that held only blocks is passed
+// over for the one before it, so every request of an agent turn (whose
+// follow-ups add tool results and injected context, never the user's
+// words) is judged on the words that started it. An empty message, with
+// nothing set aside, is judged as it is.
+//
+// next is a function rather than an iter.Seq because the loop body of a
+// range over an unknown function escapes, with the variables it shares: a
+// few allocations on every request.
+func (b *Blocks) Judge(next func() (string, bool)) Judged {
+	var j Judged
+	for {
+		content, ok := next()
+		if !ok {
+			return j
+		}
+		w := b.Words(content)
+		if w.Text != "" || len(w.Aside) == 0 {
+			j.Words = w
+			return j
+		}
+		j.Skipped++
+		for _, a := range w.Aside {
+			j.SkippedAside = addAside(j.SkippedAside, a)
+		}
+	}
+}
+
+func addAside(list []Aside, a Aside) []Aside {
+	for i := range list {
+		if list[i].Name == a.Name {
+			list[i].Count += a.Count
+			list[i].Bytes += a.Bytes
+			return list
+		}
+	}
+	return append(list, a)
+}
+
+// quoteRunes is how much of the words judged a reason quotes.
+const quoteRunes = 80
+
+// reasons appends to r the reasons that say what was judged: the words
+// (quoted), each kind of block set aside, and the messages skipped.
+func (j *Judged) reasons(r []string) []string {
+	if j.Text == "" {
+		r = append(r, "no words of the user's to judge")
+	} else {
+		r = append(r, quote(j.Text))
+	}
+	for _, a := range j.Aside {
+		r = append(r, asideReason(a))
+	}
+	if j.Around > 0 {
+		b := make([]byte, 0, 64)
+		b = append(b, "ignored "...)
+		b = appendSize(b, j.Around)
+		b = append(b, " of text around <"...)
+		b = append(b, j.Wrapper...)
+		r = append(r, string(append(b, '>')))
+	}
+	if j.Skipped > 0 {
+		b := make([]byte, 0, 96)
+		b = append(b, "skipped "...)
+		b = strconv.AppendInt(b, int64(j.Skipped), 10)
+		b = append(b, " later user message"...)
+		if j.Skipped > 1 {
+			b = append(b, 's')
+		}
+		b = append(b, " with no words of the user's ("...)
+		for i, a := range j.SkippedAside {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendAsideName(b, a.Name)
+		}
+		r = append(r, string(append(b, ')')))
+	}
+	return r
+}
+
+// quote is the reason that quotes the words judged: their first 80 runes,
+// each run of white space as one space, "…" when cut.
+func quote(text string) string {
+	var buf [16 + quoteRunes*4 + 8]byte
+	b := append(buf[:0], `text judged: "`...)
+	n := 0
+	space := false
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if isSpace(r) {
+			space = true
+			continue
+		}
+		if n == quoteRunes {
+			b = append(b, "…"...)
+			space = false
+			break
+		}
+		if space && n > 0 {
+			if n+1 == quoteRunes {
+				b = append(b, "…"...)
+				break
+			}
+			b = append(b, ' ')
+			n++
+		}
+		space = false
+		b = utf8.AppendRune(b, r)
+		n++
+	}
+	return string(append(b, '"'))
+}
+
+func isSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\r', '\v', '\f', 0x85, 0xa0, 0x2028, 0x2029, 0x202f, 0x3000:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200a
+}
+
+// asideReason says what was set aside of one name: "ignored 1
+// <system-reminder> block, 9.6 KB".
+func asideReason(a Aside) string {
+	b := make([]byte, 0, 64)
+	b = append(b, "ignored "...)
+	b = strconv.AppendInt(b, int64(a.Count), 10)
+	b = append(b, ' ')
+	b = appendAsideName(b, a.Name)
+	b = append(b, " block"...)
+	if a.Count > 1 {
+		b = append(b, 's')
+	}
+	b = append(b, ", "...)
+	return string(appendSize(b, a.Bytes))
+}
+
+// appendAsideName writes a tag name in its brackets; the names of whole
+// messages ("AGENTS.md", "tool result") as they are.
+func appendAsideName(b []byte, name string) []byte {
+	if name == agentsMDName || name == toolResultName || name == aiderName {
+		return append(b, name...)
+	}
+	b = append(b, '<')
+	b = append(b, name...)
+	return append(b, '>')
+}
+
+// appendSize writes a size in bytes as "812 B" or, from 1 KB (1024 bytes)
+// on, in KB with one decimal: "9.6 KB".
+func appendSize(b []byte, n int) []byte {
+	if n < 1024 {
+		b = strconv.AppendInt(b, int64(n), 10)
+		return append(b, " B"...)
+	}
+	tenths := (n*10 + 512) / 1024
+	b = strconv.AppendInt(b, int64(tenths/10), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(tenths%10), 10)
+	return append(b, " KB"...)
+}

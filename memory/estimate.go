@@ -1,0 +1,180 @@
+package memory
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// MessageOverhead is the characters counted for each message beyond its
+// text: the chat template's role markers and separators (about four
+// tokens in the templates Ollama ships).
+const MessageOverhead = 16
+
+// DefaultRatio is the characters per token assumed for a node until a call
+// has reported its prompt tokens: English prose runs near four with the
+// tokenizers of current models.
+const DefaultRatio = 4.0
+
+// The calibrated ratio stays within these bounds: a report that says
+// otherwise is an upstream that counts differently (a cached prompt, a
+// template that adds a long system text), not a tokenizer.
+const (
+	minRatio = 1.0
+	maxRatio = 8.0
+)
+
+// Chars counts what msgs weigh in a prompt, in characters: their text, tool
+// calls and names, and MessageOverhead each. It allocates nothing, so that
+// measuring a prompt that fits costs only this loop.
+func Chars(msgs []Message) int {
+	n := 0
+	for i := range msgs {
+		n += messageChars(&msgs[i])
+	}
+	return n
+}
+
+func messageChars(m *Message) int {
+	n := MessageOverhead + len(m.Content) + len(m.Name)
+	for _, c := range m.ToolCalls {
+		n += len(c.Name) + len(c.Arguments) + MessageOverhead
+	}
+	return n
+}
+
+// Tokens converts chars to tokens at ratio characters a token, rounding up.
+func Tokens(chars int, ratio float64) int {
+	if ratio <= 0 {
+		ratio = DefaultRatio
+	}
+	return int(math.Ceil(float64(chars) / ratio))
+}
+
+// KV is the shared key-value state memory keeps its calibration and
+// summaries in: the process's store, or Redis so that replicas share them.
+// store.Store satisfies it.
+type KV interface {
+	Get(ctx context.Context, key string) ([]byte, bool, error)
+	Set(ctx context.Context, key string, val []byte, ttl time.Duration) error
+}
+
+// Key prefixes in the KV.
+const (
+	ratioPrefix   = "chainproxy:memory:ratio:"
+	summaryPrefix = "chainproxy:memory:summary:"
+)
+
+// ratioTTL is how long a calibration outlives the last call that moved it.
+const ratioTTL = 7 * 24 * time.Hour
+
+// ratioRefresh is how often a replica reads the shared ratio again: often
+// enough to follow the others, rarely enough to cost nothing per call.
+const ratioRefresh = time.Minute
+
+// Calibration keeps each node's characters-per-token ratio, learned from
+// the prompt tokens its calls report. It is safe for concurrent use.
+type Calibration struct {
+	kv  KV // nil: this process only
+	now func() time.Time
+
+	mu    sync.Mutex
+	nodes map[string]*ratio
+}
+
+type ratio struct {
+	value float64
+	// observed: a call has reported on the node; until then the value is
+	// a guess, which the first report replaces rather than nudges.
+	observed bool
+	read     time.Time // when the shared value was last read
+	saved    float64   // the value last written to the KV
+}
+
+// NewCalibration returns a Calibration that shares its ratios through kv
+// (nil: kept in process).
+func NewCalibration(kv KV) *Calibration {
+	return &Calibration{kv: kv, now: time.Now, nodes: map[string]*ratio{}}
+}
+
+// Ratio returns node's characters per token: the learned one, else
+// DefaultRatio. The shared value is read at most once a minute.
+func (c *Calibration) Ratio(ctx context.Context, node string) float64 {
+	c.mu.Lock()
+	r, ok := c.nodes[node]
+	if !ok {
+		r = &ratio{value: DefaultRatio}
+		c.nodes[node] = r
+	}
+	now := c.now()
+	stale := c.kv != nil && now.Sub(r.read) >= ratioRefresh
+	if stale {
+		r.read = now
+	}
+	v := r.value
+	c.mu.Unlock()
+	if !stale {
+		return v
+	}
+	data, ok, err := c.kv.Get(ctx, ratioPrefix+node)
+	if err != nil || !ok {
+		return v
+	}
+	f, err := strconv.ParseFloat(string(data), 64)
+	if err != nil || f < minRatio || f > maxRatio {
+		return v
+	}
+	c.mu.Lock()
+	r.value, r.saved, r.observed = f, f, true
+	c.mu.Unlock()
+	return f
+}
+
+// Observe learns from a call to node whose prompt weighed chars characters
+// and was reported as tokens tokens. The ratio moves a third of the way to
+// what the call says, so one odd report does not swing it; it is shared
+// when it has moved by more than 2% since last written.
+func (c *Calibration) Observe(ctx context.Context, node string, chars, tokens int) {
+	if chars <= 0 || tokens <= 0 {
+		return
+	}
+	seen := min(max(float64(chars)/float64(tokens), minRatio), maxRatio)
+	c.mu.Lock()
+	r, ok := c.nodes[node]
+	switch {
+	case !ok:
+		r = &ratio{value: seen, read: c.now()}
+		c.nodes[node] = r
+	case !r.observed:
+		r.value = seen
+	default:
+		r.value += (seen - r.value) / 3
+	}
+	r.observed = true
+	v := r.value
+	share := c.kv != nil && math.Abs(v-r.saved) > 0.02*v
+	if share {
+		r.saved = v
+	}
+	c.mu.Unlock()
+	if share {
+		// Best effort: a store that fails keeps the ratio in process.
+		_ = c.kv.Set(ctx, ratioPrefix+node, strconv.AppendFloat(nil, v, 'f', 3, 64), ratioTTL)
+	}
+}
+
+// Scale lowers node's ratio by factor (0 < factor < 1) after it refused a
+// prompt estimated to fit: its tokenizer packs fewer characters a token
+// than the ratio said.
+func (c *Calibration) Scale(node string, factor float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.nodes[node]
+	if !ok {
+		r = &ratio{value: DefaultRatio, read: c.now()}
+		c.nodes[node] = r
+	}
+	r.value = max(r.value*factor, minRatio)
+}

@@ -1,0 +1,535 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Shares are the parts of a window kept for each kind of memory, as
+// fractions of the window (design document 004's defaults).
+type Shares struct {
+	// Questions bounds the list of the user's earlier questions.
+	Questions float64
+	// Recent is the least the most recent turns get, kept raw.
+	Recent float64
+	// Summaries bounds the summary of the older turns.
+	Summaries float64
+}
+
+// DefaultShares are design document 004's: last user queries 5%, recent
+// raw turns 5%, summaries 10%.
+var DefaultShares = Shares{Questions: 0.05, Recent: 0.05, Summaries: 0.10}
+
+// Marks on a fitted message (Result.Marks), the trace's PromptMessage.Fit.
+const (
+	MarkSummary          = "summary"
+	MarkShortened        = "shortened"
+	MarkEarlierQuestions = "earlier_questions"
+	MarkOmitted          = "omitted"
+)
+
+// Actions of a fitting (Action.Action).
+const (
+	ActShortened  = "shortened"
+	ActSummarized = "summarized"
+	ActReused     = "reused"
+	ActDropped    = "dropped"
+)
+
+// Action is one thing Fit did to a prompt. Turns are the conversation's
+// turns (the n-th user message starts turn n) for summarized, reused and
+// dropped; for shortened, the turn of the current exchange the tool result
+// belongs to (a stage's own turns, counted from 1).
+type Action struct {
+	Action    string
+	FromTurn  int
+	ToTurn    int
+	SummaryID string
+	Detail    string
+}
+
+// Input is a prompt to fit.
+type Input struct {
+	Msgs []Message
+	// Current is the index in Msgs of the user's current question: it and
+	// everything after it (the stage's own turns, a final note) are the
+	// current exchange; the messages before it, after the leading system
+	// messages, are the conversation's history.
+	Current int
+	// Window is the node's context window and Reserve the tokens kept for
+	// its answer.
+	Window, Reserve int
+	// ToolChars is what the tool definitions offered weigh (Chars' unit).
+	ToolChars int
+	// Ratio is the node's characters per token (Calibration.Ratio).
+	Ratio  float64
+	Shares Shares
+	// Tighten is applied to the budget, in (0, 1]: lower after the node
+	// refused a prompt that was estimated to fit. 0 means 1.
+	Tighten float64
+}
+
+// budget is what the prompt may weigh, in characters.
+func (in *Input) budget() int {
+	t := in.Tighten
+	if t <= 0 || t > 1 {
+		t = 1
+	}
+	return int(float64(in.Window-in.Reserve)*in.Ratio*t*safety) - in.ToolChars
+}
+
+// safety keeps a tenth of the budget for what the estimate cannot see: the
+// chat template's own text, tokens that pack worse than the average.
+const safety = 0.9
+
+// share is a fraction of the window, in characters.
+func (in *Input) share(f float64) int { return int(float64(in.Window) * in.Ratio * f) }
+
+// Fits reports whether in's prompt fits as it is, and what it weighs. It
+// is the check made before every call and allocates nothing.
+func Fits(in *Input) (bool, int) {
+	c := Chars(in.Msgs)
+	return c <= in.budget(), c
+}
+
+// Result is a fitted prompt.
+type Result struct {
+	// Msgs is the prompt to send; Marks says, message by message, what the
+	// fitting made of it ("" for a message sent as the client wrote it).
+	Msgs  []Message
+	Marks []string
+	// Chars is what Msgs weigh.
+	Chars   int
+	Actions []Action
+	// SummaryErr is why the summarizer made no summary when it was asked
+	// (the older turns were dropped instead); nil otherwise.
+	SummaryErr error
+}
+
+// TooLongError is a prompt whose parts that are always kept (instructions,
+// the current question, the latest turn) do not fit the window.
+type TooLongError struct {
+	// Window is the node's window and Reserve what is kept for the answer;
+	// Estimate is what the kept parts weigh, all in tokens.
+	Window, Reserve, Estimate int
+}
+
+func (e *TooLongError) Error() string {
+	return fmt.Sprintf("the prompt needs about %d tokens but the window is %d tokens, %d of them kept for the answer", e.Estimate, e.Window, e.Reserve)
+}
+
+// ErrTooLong is wrapped by every TooLongError, for errors.Is.
+var ErrTooLong = errors.New("prompt longer than the context window")
+
+func (e *TooLongError) Unwrap() error { return ErrTooLong }
+
+// Folder folds older turns into a summary and keeps summaries for the next
+// requests of the conversation. Fit asks Cached first, Summarize at most
+// once, and Stores what Summarize made. A nil Folder neither finds nor makes
+// summaries: the older turns are then dropped, with a marker.
+type Folder interface {
+	// Cached returns the summary stored under key.
+	Cached(ctx context.Context, key string) (Summary, bool)
+	// Summarize runs the summarizer over prompt and returns its text. It
+	// fails when the summarizer is offline, slow or spent.
+	Summarize(ctx context.Context, prompt []Message) (string, error)
+	// Store keeps s under key.
+	Store(ctx context.Context, key string, s Summary)
+	// Window is the summarizer's own window and ratio, for its prompt.
+	Window() (window int, ratio float64)
+}
+
+// Summary is the folded text of turns From to To.
+type Summary struct {
+	ID   string `json:"id"`
+	Text string `json:"text"`
+	From int    `json:"from"`
+	To   int    `json:"to"`
+	// Seen is how many turns the history had when it was made. A later
+	// request of the conversation with no more turns takes it as it is,
+	// dropping what it does not cover, rather than calling the summarizer
+	// again: one summarizer call per new stretch of the conversation, not
+	// per request, whatever the estimates made of the window meanwhile.
+	Seen int `json:"seen,omitempty"`
+}
+
+// Fit returns in's prompt fitted to in.Window, or a *TooLongError when even
+// the parts always kept do not fit. See the package doc for the order.
+func Fit(ctx context.Context, in *Input, folder Folder) (*Result, error) {
+	f := newFitting(in)
+	if f.fits() {
+		return f.result(), nil
+	}
+	// 1. The current exchange's older tool results, head and tail.
+	f.shortenSteps(max(in.share(0.05), 400))
+	if f.fits() {
+		return f.result(), nil
+	}
+	// 2. The history: earlier questions listed, recent turns raw, older
+	// turns folded into a summary or dropped.
+	f.foldHistory(ctx, folder)
+	if f.fits() {
+		return f.result(), nil
+	}
+	// 3. Harder: the older tool results to a line, then the raw turns kept
+	// go too, oldest first, then the summary and the list themselves.
+	f.shortenSteps(120)
+	for !f.fits() && f.dropRawTurn() {
+	}
+	if !f.fits() {
+		f.dropMemory()
+	}
+	if !f.fits() && f.raw > 0 {
+		// Last: of the earlier questions, only the first, shortened.
+		f.firstOnly = true
+		f.actions = withoutDropped(f.actions)
+		f.buildMemory(ctx, nil, f.raw)
+		f.dropMemory()
+	}
+	if !f.fits() {
+		kept := Chars(f.prefix)
+		for i := range f.current {
+			kept += messageChars(&f.current[i].m)
+		}
+		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(kept+in.ToolChars, in.Ratio)}
+	}
+	return f.result(), nil
+}
+
+// part is a message of the prompt being fitted.
+type part struct {
+	m    Message
+	mark string
+	turn int // history turn (1-based) or current step; 0 for the rest
+}
+
+// fitting is a prompt being fitted: the leading system messages, the
+// history's turns, the memory parts that stand for folded turns, and the
+// current exchange's steps.
+type fitting struct {
+	in      *Input
+	prefix  []Message
+	turns   [][]Message // history, by turn; turns[0] is turn 1
+	raw     int         // index in turns of the first turn kept raw
+	memory  []part      // the summary, the earlier questions, the marker
+	current []part
+	latest  int // index in current of the latest step's first message
+	actions []Action
+	// sum is the summary the fitting found or made; failure why the
+	// summarizer could not make one, when it was asked.
+	sum     Summary
+	failure error
+	// hashes[k] is the hash of turns 1..k, made once when a summary is
+	// looked up.
+	hashes []uint64
+	// firstOnly lists only the first earlier question: the window has no
+	// room for more.
+	firstOnly bool
+}
+
+func newFitting(in *Input) *fitting {
+	f := &fitting{in: in}
+	cur := min(max(in.Current, 0), len(in.Msgs))
+	p := 0
+	for p < cur && in.Msgs[p].Role == "system" {
+		p++
+	}
+	f.prefix = in.Msgs[:p]
+	for i := p; i < cur; i++ {
+		if in.Msgs[i].Role == "user" || len(f.turns) == 0 {
+			f.turns = append(f.turns, nil)
+		}
+		f.turns[len(f.turns)-1] = append(f.turns[len(f.turns)-1], in.Msgs[i])
+	}
+	step := 0
+	for i := cur; i < len(in.Msgs); i++ {
+		m := in.Msgs[i]
+		if m.Role == "assistant" {
+			step++
+			f.latest = len(f.current)
+		}
+		f.current = append(f.current, part{m: m, turn: step})
+	}
+	return f
+}
+
+func (f *fitting) weight() int {
+	n := Chars(f.prefix)
+	for _, p := range f.memory {
+		n += messageChars(&p.m)
+	}
+	for _, t := range f.turns[f.raw:] {
+		n += Chars(t)
+	}
+	for i := range f.current {
+		n += messageChars(&f.current[i].m)
+	}
+	return n
+}
+
+func (f *fitting) fits() bool { return f.weight() <= f.in.budget() }
+
+func (f *fitting) result() *Result {
+	r := &Result{Actions: f.actions, SummaryErr: f.failure}
+	add := func(m Message, mark string) {
+		r.Msgs = append(r.Msgs, m)
+		r.Marks = append(r.Marks, mark)
+	}
+	for _, m := range f.prefix {
+		add(m, "")
+	}
+	for _, p := range f.memory {
+		add(p.m, p.mark)
+	}
+	for _, t := range f.turns[f.raw:] {
+		for _, m := range t {
+			add(m, "")
+		}
+	}
+	for _, p := range f.current {
+		add(p.m, p.mark)
+	}
+	r.Chars = Chars(r.Msgs)
+	if len(f.actions) == 0 {
+		// Nothing was done: the prompt goes as it came.
+		r.Msgs, r.Marks = f.in.Msgs, nil
+	}
+	return r
+}
+
+// shortenSteps cuts the tool results of the current exchange's older steps
+// to about limit characters each, oldest first, until the prompt fits. The
+// calls themselves are kept: a model that no longer sees what it already
+// called calls it again.
+func (f *fitting) shortenSteps(limit int) {
+	for i := 0; i < f.latest && !f.fits(); i++ {
+		p := &f.current[i]
+		if p.m.Role != "tool" || len(p.m.Content) <= limit {
+			continue
+		}
+		text, omitted := HeadTail(p.m.Content, limit)
+		if omitted == 0 {
+			continue
+		}
+		p.m.Content = text
+		p.mark = MarkShortened
+		f.actions = append(f.actions, Action{Action: ActShortened, FromTurn: p.turn, ToTurn: p.turn,
+			Detail: fmt.Sprintf("result of %s: %d lines omitted", nameOr(p.m.Name, "a tool"), omitted)})
+	}
+}
+
+func nameOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// foldHistory keeps the most recent turns raw within what the window has
+// left and folds the older ones: their questions listed verbatim, their
+// content in a summary when folder can make or find one, else dropped.
+func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
+	if len(f.turns) == 0 {
+		return
+	}
+	in := f.in
+	fixed := Chars(f.prefix)
+	for i := range f.current {
+		fixed += messageChars(&f.current[i].m)
+	}
+	left := in.budget() - fixed
+	memShare := in.share(in.Shares.Questions) + in.share(in.Shares.Summaries)
+	rawRoom := max(left-memShare, min(left, in.share(in.Shares.Recent)))
+	f.raw = len(f.turns)
+	for f.raw > 0 {
+		c := Chars(f.turns[f.raw-1])
+		if c > rawRoom {
+			break
+		}
+		rawRoom -= c
+		f.raw--
+	}
+	if f.raw == 0 {
+		return
+	}
+	if folder != nil {
+		// A summary cached for a shorter prefix (an earlier request of the
+		// conversation, fitted with another estimate) is taken as it is
+		// when the turns after it fit raw in what is left: no call.
+		if prev := f.cached(ctx, folder, f.raw); prev.To > 0 && prev.To < f.raw {
+			extra := 0
+			for _, t := range f.turns[prev.To:f.raw] {
+				extra += Chars(t)
+			}
+			if extra <= rawRoom {
+				f.raw = prev.To
+			}
+		}
+	}
+	f.buildMemory(ctx, folder, f.raw)
+}
+
+// buildMemory makes the parts that stand for turns 1..m.
+func (f *fitting) buildMemory(ctx context.Context, folder Folder, m int) {
+	in := f.in
+	f.memory = f.memory[:0]
+	sum, ok := f.summary(ctx, folder, m)
+	if ok {
+		text := "Summary of the earlier conversation (turns 1–" + itoa(sum.To) + "), which is not shown here:\n" + sum.Text
+		text, _ = HeadTail(text, max(in.share(in.Shares.Summaries), 200))
+		f.memory = append(f.memory, part{m: Message{Role: "system", Content: text}, mark: MarkSummary})
+	}
+	if sum.To < m {
+		from := sum.To + 1
+		n := 0
+		for _, t := range f.turns[from-1 : m] {
+			n += len(t)
+		}
+		f.actions = append(f.actions, Action{Action: ActDropped, FromTurn: from, ToTurn: m, Detail: fmt.Sprintf("%d messages left out", n)})
+		f.memory = append(f.memory, part{m: Message{Role: "system", Content: fmt.Sprintf("[%d earlier messages of this conversation (turns %d–%d) are not shown: they did not fit the model's context window.]", n, from, m)}, mark: MarkOmitted})
+	}
+	if q := f.questions(m); q != "" {
+		f.memory = append(f.memory, part{m: Message{Role: "system", Content: q}, mark: MarkEarlierQuestions})
+	}
+}
+
+// questionCap bounds one question in the earlier-questions list.
+const questionCap = 600
+
+// questions lists the user's questions of turns 1..m verbatim (each cut in
+// the middle beyond questionCap), within the questions share: the first
+// one always, then the most recent ones that fit.
+func (f *fitting) questions(m int) string {
+	var qs []string
+	for i, t := range f.turns[:m] {
+		for _, msg := range t {
+			if msg.Role == "user" {
+				q, _ := HeadTail(strings.TrimSpace(msg.Content), questionCap)
+				qs = append(qs, "[turn "+itoa(i+1)+"] "+q)
+				break
+			}
+		}
+	}
+	if len(qs) == 0 {
+		return ""
+	}
+	const head = "The user's earlier questions in this conversation, oldest first:"
+	if f.firstOnly {
+		q, _ := HeadTail(qs[0], 200)
+		return head + "\n" + q
+	}
+	room := f.in.share(f.in.Shares.Questions) - len(head) - len(qs[0])
+	keep := len(qs)
+	for keep > 1 && room-len(qs[keep-1]) >= 0 {
+		room -= len(qs[keep-1]) + 1
+		keep--
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	b.WriteString("\n")
+	b.WriteString(qs[0])
+	if keep > 1 {
+		fmt.Fprintf(&b, "\n[%d more questions not listed]", keep-1)
+	}
+	for _, q := range qs[keep:] {
+		b.WriteString("\n")
+		b.WriteString(q)
+	}
+	return b.String()
+}
+
+// dropRawTurn folds the oldest turn still kept raw into the memory parts.
+func (f *fitting) dropRawTurn() bool {
+	if f.raw >= len(f.turns) {
+		return false
+	}
+	f.raw++
+	// The summary already found or made stands for what it covers; the
+	// turns after it are dropped: Fit has had its one summarizer call.
+	f.actions = withoutDropped(f.actions)
+	f.buildMemory(context.Background(), nil, f.raw)
+	return true
+}
+
+// withoutDropped removes the "dropped" action of an earlier buildMemory,
+// which the next one replaces.
+func withoutDropped(acts []Action) []Action {
+	out := acts[:0]
+	for _, a := range acts {
+		if a.Action != ActDropped {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// dropMemory removes the summary, keeping the marker and the questions.
+func (f *fitting) dropMemory() {
+	var kept []part
+	for _, p := range f.memory {
+		if p.mark != MarkSummary {
+			kept = append(kept, p)
+		}
+	}
+	f.memory = kept
+}
+
+// HeadTail cuts s to about limit bytes, keeping its first lines and its
+// last lines around a "[… N lines omitted …]" line, and returns how many
+// lines it left out (0: s returned whole). Text on one line is cut by
+// bytes instead, on rune boundaries.
+func HeadTail(s string, limit int) (string, int) {
+	if len(s) <= limit {
+		return s, 0
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) < 3 {
+		h := cutRunes(s, limit*3/4, true)
+		t := cutRunes(s, limit/4, false)
+		omitted := len(s) - len(h) - len(t)
+		return h + fmt.Sprintf(" […%d characters omitted…] ", omitted) + t, 1
+	}
+	headB, tailB := limit*3/4, limit/4
+	h := 0
+	for n := 0; h < len(lines)-1 && n+len(lines[h])+1 <= headB; h++ {
+		n += len(lines[h]) + 1
+	}
+	t := len(lines)
+	for n := 0; t > h+1 && n+len(lines[t-1])+1 <= tailB; t-- {
+		n += len(lines[t-1]) + 1
+	}
+	if h == 0 {
+		// A first line longer than the head's share: cut it.
+		lines[0] = cutRunes(lines[0], headB, true)
+		h = 1
+	}
+	omitted := t - h
+	if omitted <= 0 {
+		return s, 0
+	}
+	return strings.Join(lines[:h], "\n") + fmt.Sprintf("\n[… %d lines omitted …]\n", omitted) + strings.Join(lines[t:], "\n"), omitted
+}
+
+// cutRunes returns the first (head) or last n bytes of s, on rune
+// boundaries.
+func cutRunes(s string, n int, head bool) string {
+	if n >= len(s) {
+		return s
+	}
+	if head {
+		for n > 0 && !utf8.RuneStart(s[n]) {
+			n--
+		}
+		return s[:n]
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }

@@ -1,0 +1,293 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// conversation is a system message, n question/answer turns whose answers
+// weigh size bytes each, and a last question.
+func conversation(n, size int) []Message {
+	msgs := []Message{{Role: "system", Content: "You are a helpful assistant."}}
+	for i := 1; i <= n; i++ {
+		msgs = append(msgs,
+			Message{Role: "user", Content: fmt.Sprintf("Question %d: tell me about topic-%d.", i, i)},
+			Message{Role: "assistant", Content: fmt.Sprintf("Answer %d: ", i) + strings.Repeat("lorem ipsum ", size/12)})
+	}
+	return append(msgs, Message{Role: "user", Content: "What was my first question about?"})
+}
+
+func input(msgs []Message, window int) *Input {
+	return &Input{Msgs: msgs, Current: len(msgs) - 1, Window: window, Reserve: 256, Ratio: 4, Shares: DefaultShares}
+}
+
+// memKV is an in-process KV for the tests.
+type memKV struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (k *memKV) Get(_ context.Context, key string) ([]byte, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.m[key]
+	return v, ok, nil
+}
+
+func (k *memKV) Set(_ context.Context, key string, val []byte, _ time.Duration) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string][]byte{}
+	}
+	k.m[key] = val
+	return nil
+}
+
+// scripted is a Folder whose summarizer writes which turns it covered.
+type scripted struct {
+	cache   map[string]Summary
+	calls   int
+	fail    error
+	prompts [][]Message
+}
+
+func (s *scripted) Cached(_ context.Context, key string) (Summary, bool) {
+	v, ok := s.cache[key]
+	return v, ok
+}
+
+func (s *scripted) Summarize(_ context.Context, prompt []Message) (string, error) {
+	s.calls++
+	s.prompts = append(s.prompts, prompt)
+	if s.fail != nil {
+		return "", s.fail
+	}
+	return fmt.Sprintf("The user asked about %d things.", strings.Count(prompt[1].Content, "[turn ")), nil
+}
+
+func (s *scripted) Store(_ context.Context, key string, sum Summary) {
+	if s.cache == nil {
+		s.cache = map[string]Summary{}
+	}
+	s.cache[key] = sum
+}
+
+func (s *scripted) Window() (int, float64) { return 32768, 4 }
+
+func marked(r *Result, mark string) []Message {
+	var out []Message
+	for i, m := range r.Msgs {
+		if r.Marks != nil && r.Marks[i] == mark {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestFitsUntouched(t *testing.T) {
+	msgs := conversation(3, 100)
+	in := input(msgs, 4096)
+	r, err := Fit(context.Background(), in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &r.Msgs[0] != &msgs[0] || r.Marks != nil || len(r.Actions) != 0 {
+		t.Fatalf("a prompt that fits must go as it came: %+v", r.Actions)
+	}
+	if ok, _ := Fits(in); !ok {
+		t.Fatal("Fits says no")
+	}
+}
+
+func TestFitLongConversation(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		folder    *scripted
+		wantMarks []string
+		wantActs  []string
+	}{
+		{"no summarizer", nil, []string{MarkOmitted, MarkEarlierQuestions}, []string{ActDropped}},
+		{"summarizer", &scripted{}, []string{MarkSummary, MarkEarlierQuestions}, []string{ActSummarized}},
+		{"summarizer down", &scripted{fail: errors.New("node offline")}, []string{MarkOmitted, MarkEarlierQuestions}, []string{ActDropped}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msgs := conversation(30, 1600) // ~50 KB
+			in := input(msgs, 2048)
+			var folder Folder
+			if tc.folder != nil {
+				folder = tc.folder
+			}
+			r, err := Fit(context.Background(), in, folder)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Chars > in.budget() {
+				t.Fatalf("fitted prompt weighs %d chars, budget %d", r.Chars, in.budget())
+			}
+			if r.Msgs[0].Content != msgs[0].Content {
+				t.Fatal("system message lost")
+			}
+			if last := r.Msgs[len(r.Msgs)-1]; last.Content != msgs[len(msgs)-1].Content {
+				t.Fatalf("last message is %q", last.Content)
+			}
+			for _, m := range tc.wantMarks {
+				if len(marked(r, m)) != 1 {
+					t.Errorf("want one %q message; marks %q", m, r.Marks)
+				}
+			}
+			q := marked(r, MarkEarlierQuestions)
+			if len(q) == 1 && !strings.Contains(q[0].Content, "[turn 1] Question 1: tell me about topic-1.") {
+				t.Errorf("the first question is not in the list:\n%s", q[0].Content)
+			}
+			var acts []string
+			for _, a := range r.Actions {
+				acts = append(acts, a.Action)
+			}
+			if strings.Join(acts, ",") != strings.Join(tc.wantActs, ",") {
+				t.Errorf("actions %v, want %v", acts, tc.wantActs)
+			}
+			if tc.folder != nil && tc.folder.fail != nil && r.SummaryErr == nil {
+				t.Error("the summarizer's failure is not reported")
+			}
+		})
+	}
+}
+
+// The second request of a conversation (its history resent, one turn
+// longer) reuses the summary the first made, without a summarizer call.
+func TestSummaryReused(t *testing.T) {
+	folder := &scripted{}
+	msgs := conversation(30, 1600)
+	if _, err := Fit(context.Background(), input(msgs, 2048), folder); err != nil {
+		t.Fatal(err)
+	}
+	if folder.calls != 1 {
+		t.Fatalf("%d summarizer calls, want 1", folder.calls)
+	}
+	r, err := Fit(context.Background(), input(msgs, 2048), folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folder.calls != 1 || len(r.Actions) != 1 || r.Actions[0].Action != ActReused {
+		t.Fatalf("calls %d, actions %+v: want the summary reused", folder.calls, r.Actions)
+	}
+	// One more turn: the summary of the longer prefix is made from the
+	// cached one and the new turns only.
+	longer := append(msgs[:len(msgs)-1:len(msgs)-1],
+		Message{Role: "user", Content: "Question 31"}, Message{Role: "assistant", Content: strings.Repeat("x", 1600)},
+		Message{Role: "user", Content: "And now?"})
+	r, err = Fit(context.Background(), input(longer, 2048), folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folder.calls != 2 || r.Actions[0].Action != ActSummarized || !strings.Contains(r.Actions[0].Detail, "consolidated") {
+		t.Fatalf("calls %d, actions %+v", folder.calls, r.Actions)
+	}
+	if p := folder.prompts[1][1].Content; strings.Contains(p, "[turn 1]\n") || !strings.Contains(p, "Summary of turns 1–") {
+		t.Fatalf("consolidation prompt should hold the earlier summary, not turn 1 again:\n%.300s", p)
+	}
+}
+
+// A stage's older tool results are cut in the middle; the calls stay and
+// the latest turn stays whole.
+func TestShortenStageResults(t *testing.T) {
+	big := strings.Repeat("file-line\n", 800)
+	msgs := []Message{
+		{Role: "system", Content: "research stage"},
+		{Role: "user", Content: "List the project files and explain them."},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "1", Name: "list_dir", Arguments: `{"path":"."}`}}},
+		{Role: "tool", Name: "list_dir", ToolCallID: "1", Content: big},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "2", Name: "read_file", Arguments: `{"path":"a"}`}}},
+		{Role: "tool", Name: "read_file", ToolCallID: "2", Content: big},
+	}
+	in := &Input{Msgs: msgs, Current: 1, Window: 4096, Reserve: 512, Ratio: 4, Shares: DefaultShares}
+	r, err := Fit(context.Background(), in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Marks[3] != MarkShortened || !strings.Contains(r.Msgs[3].Content, "lines omitted") {
+		t.Fatalf("older result not shortened: %q", r.Marks)
+	}
+	if r.Msgs[5].Content != big || r.Msgs[2].ToolCalls[0].Name != "list_dir" {
+		t.Fatal("the latest turn or an older call was changed")
+	}
+	if r.Actions[0].Action != ActShortened || r.Actions[0].FromTurn != 1 {
+		t.Fatalf("actions %+v", r.Actions)
+	}
+}
+
+func TestTooLong(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: strings.Repeat("word ", 4000)}}
+	_, err := Fit(context.Background(), input(msgs, 2048), nil)
+	var tl *TooLongError
+	if !errors.As(err, &tl) || !errors.Is(err, ErrTooLong) || tl.Window != 2048 || tl.Estimate < 5000 {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestHeadTail(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		limit   int
+		omitted int
+	}{
+		{"short", 10, 0},
+		{strings.Repeat("line\n", 100), 100, 81},
+		{strings.Repeat("é", 500), 100, 1},
+	} {
+		out, n := HeadTail(tc.in, tc.limit)
+		if n != tc.omitted {
+			t.Errorf("%.20q: omitted %d, want %d", tc.in, n, tc.omitted)
+		}
+		if n > 0 && len(out) > tc.limit+40 {
+			t.Errorf("%.20q: %d bytes out for limit %d", tc.in, len(out), tc.limit)
+		}
+		if !strings.HasPrefix(out, tc.in[:min(3, len(tc.in))]) {
+			t.Errorf("head lost: %.20q", out)
+		}
+	}
+}
+
+func TestCalibration(t *testing.T) {
+	kv := &memKV{}
+	a, b := NewCalibration(kv), NewCalibration(kv)
+	ctx := context.Background()
+	if r := a.Ratio(ctx, "n"); r != DefaultRatio {
+		t.Fatalf("default ratio %v", r)
+	}
+	a.Observe(ctx, "n", 2000, 1000) // 2 chars a token
+	if r := a.Ratio(ctx, "n"); r >= DefaultRatio || r < 2 {
+		t.Fatalf("ratio after one report %v", r)
+	}
+	// The other replica reads the shared ratio.
+	if r := b.Ratio(ctx, "n"); r >= DefaultRatio {
+		t.Fatalf("replica sees %v", r)
+	}
+}
+
+func BenchmarkFits(b *testing.B) {
+	in := input(conversation(20, 200), 32768)
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, _ := Fits(in); !ok {
+			b.Fatal("does not fit")
+		}
+	}
+}
+
+func BenchmarkFit200Messages(b *testing.B) {
+	msgs := conversation(100, 1600)
+	folder := &scripted{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Fit(context.Background(), input(msgs, 4096), folder); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// SummaryKey is the KV key of the summary of the turns whose messages hash
+// to h: the same conversation resent, as OpenAI clients do on every
+// request, finds it again, on any replica sharing the store.
+func SummaryKey(h uint64) string { return summaryPrefix + strconv.FormatUint(h, 16) }
+
+// SummaryID is the short id of a summary shown in traces.
+func SummaryID(h uint64) string { return "sum_" + strconv.FormatUint(h, 16) }
+
+// prefixHashes returns, for k = 1..m, the hash of turns 1..k: one pass over
+// the messages, each hashed with its role, text, name and tool calls.
+func (f *fitting) prefixHashes(m int) []uint64 {
+	d := xxhash.New()
+	sep := []byte{0}
+	out := make([]uint64, m+1)
+	for k, t := range f.turns[:m] {
+		for _, msg := range t {
+			d.WriteString(msg.Role)
+			d.Write(sep)
+			d.WriteString(msg.Content)
+			d.Write(sep)
+			d.WriteString(msg.Name)
+			d.Write(sep)
+			d.WriteString(msg.ToolCallID)
+			d.Write(sep)
+			for _, c := range msg.ToolCalls {
+				d.WriteString(c.Name)
+				d.Write(sep)
+				d.WriteString(c.Arguments)
+				d.Write(sep)
+			}
+			d.Write([]byte{1})
+		}
+		out[k+1] = d.Sum64()
+	}
+	return out
+}
+
+// lookback bounds how many shorter prefixes are looked up for a summary to
+// build on: each is a store read.
+const lookback = 16
+
+// cached is the cached summary of the longest prefix of turns 1..m it can
+// find. A summary is stored under the hash of the turns it covers and
+// under that of the whole history its request had, so the same
+// conversation resent finds it at once, and one a few turns longer within
+// lookback reads; its To is 0 when there is none.
+func (f *fitting) cached(ctx context.Context, folder Folder, m int) Summary {
+	if f.hashes == nil {
+		f.hashes = f.prefixHashes(len(f.turns))
+	}
+	get := func(k int) (Summary, bool) {
+		s, ok := folder.Cached(ctx, SummaryKey(f.hashes[k]))
+		if !ok || s.Text == "" || s.To <= 0 || s.To > m {
+			return Summary{}, false
+		}
+		s.From, s.Seen = 1, max(s.Seen, s.To)
+		return s, true
+	}
+	n := len(f.turns)
+	if s, ok := get(n); ok {
+		return s
+	}
+	for k := min(n-1, m+lookback); k >= max(1, m-lookback); k-- {
+		if s, ok := get(k); ok {
+			return s
+		}
+	}
+	return Summary{}
+}
+
+// summary finds or makes the summary of the longest prefix of turns 1..m
+// it can: cached for 1..m, else one summarizer call over a cached shorter
+// one and the turns after it (consolidation), else over the turns from the
+// first. Its To is 0 when there is none; turns after To are dropped.
+func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, bool) {
+	if folder == nil {
+		if f.sum.To > 0 && f.sum.To <= m {
+			return f.sum, true
+		}
+		return Summary{}, false
+	}
+	prev := f.cached(ctx, folder, m)
+	hashes := f.hashes
+	if prev.To == m || prev.To > 0 && prev.Seen >= len(f.turns) {
+		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
+		f.sum = prev
+		return prev, true
+	}
+	prompt, to := f.summaryPrompt(folder, prev, m)
+	if to > prev.To {
+		text, err := folder.Summarize(ctx, prompt)
+		if text = strings.TrimSpace(text); err == nil && text != "" {
+			a := Action{Action: ActSummarized, FromTurn: prev.To + 1, ToTurn: to, SummaryID: SummaryID(hashes[to])}
+			if prev.To > 0 {
+				a.Detail = "consolidated with " + prev.ID + " (turns 1–" + itoa(prev.To) + ")"
+			}
+			f.actions = append(f.actions, a)
+			f.sum = Summary{ID: a.SummaryID, Text: text, From: 1, To: to, Seen: len(f.turns)}
+			folder.Store(ctx, SummaryKey(hashes[to]), f.sum)
+			if n := len(f.turns); n != to {
+				folder.Store(ctx, SummaryKey(hashes[n]), f.sum)
+			}
+			return f.sum, true
+		} else if err != nil {
+			f.failure = err
+		}
+	}
+	if prev.To > 0 {
+		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
+		f.sum = prev
+		return prev, true
+	}
+	return Summary{}, false
+}
+
+// summarizerReserve is kept in the summarizer's window for its answer.
+const summarizerReserve = 768
+
+// summaryPrompt is the summarizer's prompt for turns prev.To+1..to, with
+// prev's text when there is one, and to: the last turn that fits the
+// summarizer's own window (its messages cut to a few lines each).
+func (f *fitting) summaryPrompt(folder Folder, prev Summary, m int) ([]Message, int) {
+	window, ratio := folder.Window()
+	words := max(Tokens(f.in.share(f.in.Shares.Summaries), f.in.Ratio)*3/4, 60)
+	sys := fmt.Sprintf("You summarise the earlier part of a conversation for an assistant that will not see it. In at most %d words, say what the user asked, what was answered, which tools were called with which arguments and what they returned, and which files, names and numbers matter. Facts only, no preamble.", words)
+	room := int(float64(window-summarizerReserve)*ratio) - len(sys) - 2*MessageOverhead
+	var b strings.Builder
+	if prev.To > 0 {
+		fmt.Fprintf(&b, "Summary of turns 1–%d:\n%s\n\n", prev.To, prev.Text)
+	}
+	// Each message gets an even part of the room, within bounds, so that
+	// a small summarizer still sees every turn it can.
+	count := 0
+	for _, t := range f.turns[prev.To:m] {
+		count += len(t)
+	}
+	per := min(max(room/max(count, 1), 160), 1500)
+	to := prev.To
+	for k := prev.To + 1; k <= m; k++ {
+		n := b.Len()
+		writeTurn(&b, k, f.turns[k-1], per)
+		if b.Len() > room {
+			s := b.String()[:n]
+			b.Reset()
+			b.WriteString(s)
+			break
+		}
+		to = k
+	}
+	return []Message{{Role: "system", Content: sys}, {Role: "user", Content: "Summarise this conversation:\n\n" + b.String()}}, to
+}
+
+// writeTurn renders turn k for the summarizer: every message, tool calls
+// between the question and the answer included (the design document's
+// known bug was to lose them), each cut to a few lines.
+func writeTurn(b *strings.Builder, k int, msgs []Message, per int) {
+	fmt.Fprintf(b, "[turn %d]\n", k)
+	for _, m := range msgs {
+		switch {
+		case m.Role == "tool":
+			text, _ := HeadTail(m.Content, min(400, per))
+			fmt.Fprintf(b, "tool %s returned: %s\n", nameOr(m.Name, ""), text)
+		case len(m.ToolCalls) > 0:
+			if m.Content != "" {
+				text, _ := HeadTail(m.Content, min(800, per))
+				fmt.Fprintf(b, "%s: %s\n", m.Role, text)
+			}
+			for _, c := range m.ToolCalls {
+				args, _ := HeadTail(c.Arguments, 300)
+				fmt.Fprintf(b, "%s called %s %s\n", m.Role, c.Name, args)
+			}
+		default:
+			text, _ := HeadTail(m.Content, per)
+			fmt.Fprintf(b, "%s: %s\n", m.Role, text)
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+)
+
+// The requests in testdata/agents are what agent clients send (captured
+// from Qwen Code and Codex CLI, built from the public sources of Claude
+// Code, Cline, Roo Code, Aider and Cursor's prompt; testdata/agents/README.md
+// says where each comes from). Each asks a trivial and an analytical
+// question inside the client's scaffolding.
+const (
+	trivialQuestion    = "What is 2+2?"
+	analyticalQuestion = "Compare goroutines with OS threads for a proxy that holds 10k idle connections, and explain why one scales better."
+	// Qwen Code's analytical capture asks its own question.
+	qwenAnalytical = "Read README.md, then compare its design with a stateless one and explain why the Redis sessions matter for scaling, step by step."
+)
+
+// agentRequest reads a request of testdata/agents as a non-streamed Chat
+// Completions body. Codex CLI speaks only the Responses API
+// (*.responses.json): its input messages carry over as they are (their
+// input_text parts are Chat Completions content parts here), with its
+// function tools; the hosted tools it adds are left out.
+func agentRequest(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "agents", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req map[string]any
+	if err := json.Unmarshal(raw, &req); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if strings.HasSuffix(name, ".responses.json") {
+		var msgs []any
+		for _, it := range req["input"].([]any) {
+			it := it.(map[string]any)
+			if it["type"] == "message" {
+				msgs = append(msgs, map[string]any{"role": it["role"], "content": it["content"]})
+			}
+		}
+		var tools []any
+		for _, tl := range req["tools"].([]any) {
+			tl := tl.(map[string]any)
+			if tl["type"] == "function" {
+				tools = append(tools, map[string]any{"type": "function", "function": map[string]any{
+					"name": tl["name"], "description": tl["description"], "parameters": tl["parameters"]}})
+			}
+		}
+		req = map[string]any{"model": req["model"], "messages": msgs, "tools": tools}
+	}
+	req["stream"] = false
+	delete(req, "stream_options")
+	body, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// classified posts body to chain/auto and returns the trace the answer
+// carries.
+func classified(t *testing.T, s *testServer, body []byte) chain.Trace {
+	t.Helper()
+	resp := s.post(t, "/v1/chat/completions", string(body))
+	out := readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, out)
+	}
+	var doc struct {
+		Chain chain.Trace `json:"chain"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("answer: %v", err)
+	}
+	if got := resp.Header.Get("X-Chain-Mode"); got != doc.Chain.Mode {
+		t.Errorf("X-Chain-Mode = %q, trace mode %q", got, doc.Chain.Mode)
+	}
+	return doc.Chain
+}
+
+func TestAgentClientsClassified(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
+	quote := func(q string) string {
+		if r := []rune(q); len(r) > 80 {
+			q = strings.TrimRight(string(r[:80]), " ") + "…"
+		}
+		return `text judged: "` + q + `"`
+	}
+	tests := []struct {
+		file string
+		mode string
+		want []string // reasons the trace must hold, besides the verdict
+	}{
+		// Qwen Code puts four <system-reminder> parts (skills, the
+		// environment, deferred tools, the date) beside the question.
+		{"qwen-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 4 <system-reminder> blocks, 9.0 KB"}},
+		{"qwen-code-analytical.json", chain.ModeReflexive, []string{quote(qwenAnalytical), "ignored 4 <system-reminder> blocks, 9.0 KB"}},
+		// Its follow-ups carry a tool result: same words, same mode.
+		{"qwen-code-trivial-tool-result.json", chain.ModeSimple, []string{quote(trivialQuestion)}},
+		{"qwen-code-analytical-tool-result.json", chain.ModeReflexive, []string{quote(qwenAnalytical)}},
+		// Codex CLI: AGENTS.md and <environment_context> in the user
+		// message before the prompt, which is judged alone.
+		{"codex-trivial.responses.json", chain.ModeSimple, []string{quote(trivialQuestion)}},
+		{"codex-analytical.responses.json", chain.ModeReflexive, []string{quote(analyticalQuestion)}},
+		// Claude Code: context and todo reminders around the question.
+		{"claude-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 2 <system-reminder> blocks, 1.2 KB"}},
+		{"claude-code-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 2 <system-reminder> blocks, 1.2 KB"}},
+		// Cline 3: <task> and <environment_details>; a tool result comes
+		// back as a user message, passed over for the task.
+		{"cline-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <environment_details> block, 416 B"}},
+		{"cline-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <environment_details> block, 416 B"}},
+		{"cline-trivial-tool-result.json", chain.ModeSimple, []string{quote(trivialQuestion), "skipped 1 later user message with no words of the user's (tool result)"}},
+		{"cline-analytical-tool-result.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "skipped 1 later user message with no words of the user's (tool result)"}},
+		// Roo Code: <user_message> and <environment_details>.
+		{"roo-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <environment_details> block, 530 B"}},
+		{"roo-code-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <environment_details> block, 530 B"}},
+		// Aider (reminder: user, its default): its edit rules after the
+		// question, no tags; the repository map and files are earlier
+		// user messages.
+		{"aider-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
+		{"aider-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
+		// Cursor-style: the editor's context, then <user_query>.
+		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
+		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			tr := classified(t, s, agentRequest(t, tt.file))
+			if tr.Mode != tt.mode {
+				t.Errorf("%s: mode %q, want %q (reasons %q)", tt.file, tr.Mode, tt.mode, tr.Reasons)
+			}
+			for _, w := range tt.want {
+				if !slices.Contains(tr.Reasons, w) {
+					t.Errorf("%s: reasons %q, want %q among them", tt.file, tr.Reasons, w)
+				}
+			}
+			for _, r := range tr.Reasons {
+				if strings.HasPrefix(r, "length ") || strings.HasPrefix(r, "multi-part") {
+					t.Errorf("%s: reason %q: the client's scaffolding was judged", tt.file, r)
+				}
+			}
+		})
+	}
+}
