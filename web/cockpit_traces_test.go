@@ -173,6 +173,12 @@ func TestCockpitTraces(t *testing.T) {
 		if calls < 4 || !slices.Contains(tools, "list_dir") || !slices.Contains(tools, "read_file") {
 			t.Errorf("timeline has %d model calls and tools %q, want OL1's turns, M1 and M2, list_dir and read_file", calls, tools)
 		}
+		// What each model call was sent, from the stored trace: OL1's
+		// calls, each starting with its role prompt.
+		prompts := eval[[]string](t, p, `[...document.querySelectorAll('#trace-detail .stage-detail[data-node="OL1"] .pv-call')].map(c => c.querySelector(".pv-msg")?.dataset.role + ":" + c.querySelectorAll(".pv-msg").length)`)
+		if len(prompts) < 3 || !strings.HasPrefix(prompts[0], "system:") {
+			t.Errorf("OL1's prompts = %q, want one per model call, each opening with the system prompt", prompts)
+		}
 		// The address alone opens it, in a new tab (a shared link).
 		q := openPage(t, browser, demo.url)
 		q.do(t, chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`localStorage.setItem(%q, "key-a")`, keyStorage)),
@@ -249,16 +255,15 @@ func TestCockpitTraces(t *testing.T) {
 			t.Errorf("reply = %q, want M2's weather answer", reply)
 		}
 		// Its link opens the resumed trace, whose OL1 ran the page's tool.
+		link := eval[string](t, p, fmt.Sprintf(`document.querySelector(%q).getAttribute("href")`, a.sel(".trace-link")))
 		p.do(t, chromedp.Click(chromedp.CSS(a.sel(".trace-link"))))
-		p.poll(t, `document.querySelector("#trace-detail .tl-client-row") !== null`, 10*time.Second)
+		p.poll(t, fmt.Sprintf(`location.hash === %q && "#/traces/" + document.querySelector(".td-trace-id")?.textContent === %q && document.querySelector("#trace-detail .tl-client-row") !== null`, link, link), 10*time.Second)
 		if result := p.text(t, `#trace-detail .stage-detail[data-node="OL1"] .tool-call[data-tool="get_weather"] .tc-result`); !strings.Contains(result, "made up by the cockpit") {
 			t.Errorf("get_weather result in the trace = %q, want the page's", result)
 		}
+		// The list: the resumed chain (ok) over the one that waited.
 		p.do(t, chromedp.Evaluate[chromedp.Void](`location.hash = "#/traces"`))
-		statuses := eval[[]string](t, p, `[...document.querySelectorAll(".trace-row")].filter(r => r.textContent.includes("HeadlessChrome") && r.textContent.includes("weather")).map(r => r.dataset.status)`)
-		if !slices.Equal(statuses, []string{"ok", "awaiting_client"}) {
-			t.Errorf("the page's weather chains = %q, want the resumed one (ok) over the one that waited", statuses)
-		}
+		p.poll(t, `[...document.querySelectorAll(".trace-row")].filter(r => r.textContent.includes("HeadlessChrome") && r.textContent.includes("weather")).map(r => r.dataset.status).join(" ") === "ok awaiting_client"`, 10*time.Second)
 	})
 
 	t.Run("a second key cannot see the first key's traces", func(t *testing.T) {
