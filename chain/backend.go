@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/origin"
 	"chainproxy/internal/redact"
 	"chainproxy/memory"
 	"context"
@@ -70,6 +71,14 @@ type Request struct {
 	// context_window, the same on every call so that Ollama never reloads
 	// the model for it. Backends without the notion ignore it.
 	NumCtx int
+	// MaxArgsBytes, when positive, caps what a backend keeps of one tool
+	// call's arguments: at most MaxArgsBytes+1 bytes, so that a call over
+	// the cap (tools.max_args_bytes) is known by its length and refused.
+	MaxArgsBytes int
+	// MaxCallsBytes, when positive, caps the arguments of all the
+	// answer's tool calls together (nodes[].max_output_bytes): a call
+	// that would go past it is dropped, and the backend reads no more.
+	MaxCallsBytes int
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a
@@ -104,6 +113,9 @@ type Chunk struct {
 	FinishReason string
 	// Usage is set on the last chunk when the upstream reported it.
 	Usage *Usage
+	// Cut, on a last chunk, says why the proxy ended the call itself
+	// (its output reached nodes[].max_output_bytes).
+	Cut string
 }
 
 // Empty reports whether c carries nothing: backends skip such chunks.
@@ -241,6 +253,11 @@ func TransportError(ctx context.Context, node string, err error) error {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled) {
 		return ctx.Err()
 	}
+	if re := origin.Cause(err); re != nil {
+		// Said without the URL Go's client wraps it in: the status and
+		// the target's host are what a user needs, and all that is read.
+		return &UpstreamError{Node: node, Kind: KindStatus, Status: re.Status, Message: re.Error(), Err: re}
+	}
 	kind := KindProtocol
 	var opErr *net.OpError
 	var uErr *url.Error
@@ -268,5 +285,8 @@ func NewHTTPClient(node config.Node) *http.Client {
 	// The default of 2 idle connections per host would make concurrent
 	// requests to one node reopen connections all the time.
 	t.MaxIdleConnsPerHost = 64
-	return &http.Client{Transport: t}
+	// A node's API never redirects a chat call: a 3xx is a misconfigured
+	// base_url or a hostile server, and following it would send the
+	// prompt and the node's key elsewhere.
+	return &http.Client{Transport: boundedTransport{t}, CheckRedirect: origin.CheckRedirect(false)}
 }

@@ -62,7 +62,17 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 			}
 			return nil, nil
 		}
-		calls, looping := r.filterClientCalls(s, msg.ToolCalls, history)
+		calls, looping, tooLong := r.filterClientCalls(s, msg.ToolCalls, history)
+		if len(calls) == 0 && len(looping) == 0 && len(tooLong) > 0 {
+			// Nothing the client could run: say why once, then answer.
+			if !reasked && r.left > 0 {
+				reasked = true
+				s.content = nil
+				s.msgs = append(s.msgs, Message{Role: "assistant", Content: msg.Content}, Message{Role: "user", Content: argsTooLong(tooLong[0].Name, r.e.cfg.Tools.MaxArgsBytes)})
+				continue
+			}
+			return nil, nil
+		}
 		if len(looping) == 0 {
 			msg.ToolCalls = calls
 			msg.Reasoning = s.reason
@@ -92,15 +102,18 @@ type loopCall struct {
 	ids  []string // tool_call_ids of the earlier results
 }
 
-// filterClientCalls drops batch duplicates and separates the looping calls,
-// recording both in the trace.
-func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistory) ([]ToolCall, []loopCall) {
-	var keep []ToolCall
-	var looping []loopCall
+// filterClientCalls drops batch duplicates and calls whose arguments went
+// over tools.max_args_bytes (cut short, they are no call to pass on), and
+// separates the looping calls, recording all in the trace.
+func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistory) (keep []ToolCall, looping []loopCall, tooLong []ToolCall) {
+	limit := r.e.cfg.Tools.MaxArgsBytes
 	for i, j := range JudgeClientCalls(calls, r.req.ClientTools, history, r.e.cfg.Antiloop.MaxPolls) {
 		c := calls[i]
-		u := ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Status: j.Status, Result: j.Reason}
+		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: j.Status, Result: j.Reason}
 		switch {
+		case limit > 0 && len(c.Arguments) > limit:
+			u.Status, u.Result = ToolError, argsTooLong(c.Name, limit)
+			tooLong = append(tooLong, c)
 		case j.Status == ToolOK:
 			u.Result = "returned to the client to execute"
 			keep = append(keep, c)
@@ -110,7 +123,7 @@ func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistor
 		s.st.ToolsUsed = append(s.st.ToolsUsed, u)
 	}
 	r.trace.Stages[s.idx] = s.st
-	return keep, looping
+	return keep, looping, tooLong
 }
 
 // ClientJudgement is the anti-loop's verdict on one call to a client tool.

@@ -166,11 +166,17 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 			kept = append(kept, c)
 			continue
 		}
-		u := ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Client: true, StartMS: time.Since(r.t0).Milliseconds()}
+		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Client: true, StartMS: time.Since(r.t0).Milliseconds()}
 		sig, ok := idf.hash(c)
 		switch {
 		case s.stop != "":
 			u.Status, u.Result = ToolBlocked, "not passed to the client: the stage stopped ("+s.stop+")"
+		case r.e.cfg.Tools.MaxArgsBytes > 0 && len(c.Arguments) > r.e.cfg.Tools.MaxArgsBytes:
+			u.Status, u.Result = ToolError, argsTooLong(c.Name, r.e.cfg.Tools.MaxArgsBytes)
+			s.fmtErrs++
+			if s.fmtErrs >= r.e.cfg.Antiloop.MaxFormatErrors {
+				s.stop = StageStoppedFormatErrors
+			}
 		case !ok:
 			u.Status, u.Result = ToolError, "error: the arguments are not valid JSON. Call "+c.Name+" again with a JSON object that matches its schema."
 			s.fmtErrs++

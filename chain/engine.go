@@ -11,6 +11,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/classify"
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 	"chainproxy/memory"
 	"chainproxy/tools"
 )
@@ -55,6 +56,9 @@ type Deps struct {
 	// Memory keeps context fitting's summaries and calibration, shared by
 	// replicas when it is Redis; nil keeps no summaries.
 	Memory memory.KV
+	// Redactor masks the configured secrets in tool results, stage and
+	// call errors; when it knows none, one is built from the config.
+	Redactor redact.Redactor
 }
 
 // Admitter lets a model call wait its turn for a node. Acquire blocks until
@@ -69,6 +73,10 @@ type Node struct {
 	Backend Backend
 	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
 	keepAlive *time.Duration
+	// maxArgs is tools.max_args_bytes, and redact the engine's redactor:
+	// what chat applies to every call (see Node.chat).
+	maxArgs int
+	redact  redact.Redactor
 }
 
 // Engine runs requests. It is safe for concurrent use.
@@ -93,6 +101,8 @@ type Engine struct {
 	kv          memory.KV
 	calibration *memory.Calibration
 	windows     windows
+	// redact masks configured secrets in what the chain writes.
+	redact redact.Redactor
 	// watcher sees every run's events (SetWatcher); a pointer, so that
 	// setting it never races with the runs reading it.
 	watcher atomic.Pointer[Watcher]
@@ -113,6 +123,10 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		resume:     deps.Resume,
 		log:        deps.Logger,
 		kv:         deps.Memory,
+		redact:     deps.Redactor,
+	}
+	if e.redact.Empty() {
+		e.redact = redact.FromConfig(cfg)
 	}
 	e.calibration = memory.NewCalibration(deps.Memory)
 	if e.log == nil {
@@ -129,7 +143,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
-		node := &Node{Node: n, Backend: b}
+		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact}
 		if n.KeepAlive != "" {
 			d, err := config.ParseKeepAlive(n.KeepAlive)
 			if err != nil {

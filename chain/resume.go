@@ -76,6 +76,11 @@ type savedSeen struct {
 	Reads string     `json:"reads,omitempty"`
 	Runs  int        `json:"runs"`
 	Last  string     `json:"last,omitempty"`
+	// Stamp, Failed and Fails: what a read read, and the failures in a
+	// row (issue 25), so that a resumed stage judges a repeat as before.
+	Stamp  string `json:"stamp,omitempty"`
+	Failed string `json:"failed,omitempty"`
+	Fails  int    `json:"fails,omitempty"`
 }
 
 type savedEvidence struct {
@@ -94,7 +99,8 @@ func saveStage(s *stage, full bool) savedStage {
 		out.Allowed, out.Answers, out.Tools, out.Prompt = s.allowed, s.answers, s.cfg.tools, s.cfg.prompt
 		out.Msgs, out.Base, out.FmtErrs, out.Idle, out.Pending, out.ClientRes = s.msgs, s.base, s.fmtErrs, s.idle, s.awaiting, s.clientRes
 		for sig, e := range s.seen {
-			out.Seen = append(out.Seen, savedSeen{Sig: sig, Kind: e.kind, Reads: e.reads, Runs: e.runs, Last: e.last})
+			out.Seen = append(out.Seen, savedSeen{Sig: sig, Kind: e.kind, Reads: e.reads, Runs: e.runs, Last: e.last,
+				Stamp: e.stamp, Failed: e.failed, Fails: e.fails})
 		}
 	}
 	return out
@@ -113,7 +119,7 @@ func (r *run) loadStage(v savedStage) *stage {
 		s.seen = make(map[uint64]*seenCall, len(v.Seen))
 	}
 	for _, e := range v.Seen {
-		s.seen[e.Sig] = &seenCall{kind: e.Kind, reads: e.Reads, runs: e.Runs, last: e.Last}
+		s.seen[e.Sig] = &seenCall{kind: e.Kind, reads: e.Reads, runs: e.Runs, last: e.Last, stamp: e.Stamp, failed: e.Failed, fails: e.Fails}
 	}
 	return s
 }

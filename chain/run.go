@@ -353,7 +353,7 @@ func (r *run) endStage(s *stage) error {
 func (r *run) stageError(s *stage, err error) {
 	var ue *UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
-		r.e.offline.mark(s.node.Name, ue.Error())
+		r.e.offline.mark(s.node.Name, r.e.redact.String(ue.Error()))
 		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
 			// Refused at the first call: the node did no work, so the turn
 			// goes back to the budget.
@@ -377,7 +377,7 @@ func (r *run) stageError(s *stage, err error) {
 	} else {
 		s.stop = StageFailed
 	}
-	s.st.Error = err.Error()
+	s.st.Error = r.e.redact.String(err.Error())
 	r.logger().Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
 }
 
@@ -509,7 +509,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		content, reasoning strings.Builder
 		calls              []ToolCall
 		usage              *Usage
-		finish             string
+		finish, cut        string
 		sent               bool   // whether this call's content reached the client
 		shown              string // the last answer text it streamed
 	}
@@ -530,8 +530,8 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		cs.content.Reset()
 		cs.reasoning.Reset()
 		cs.gate, cs.think = fresh, thinkGate{}
-		cs.calls, cs.usage, cs.finish = nil, nil, ""
-		err = s.node.Backend.Chat(ctx, req, func(c Chunk) error {
+		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
+		err = s.node.chat(ctx, req, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
 				// short one at once spares the first six doublings.
@@ -539,7 +539,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			}
 			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
-				cs.finish = c.FinishReason
+				cs.finish, cs.cut = c.FinishReason, c.Cut
 			}
 			// Most chunks carry content only: skipping the empty fields
 			// spares a write barrier each while the GC runs.
@@ -592,14 +592,14 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		}
 	}
 	mc.DurationMS = time.Since(began).Milliseconds()
-	mc.FinishReason = cs.finish
+	mc.FinishReason, mc.Cut = cs.finish, cs.cut
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)
 		mc.Usage = *cs.usage
 		r.observe(ctx, s, f, cs.usage)
 	}
 	if err != nil {
-		mc.Error = err.Error()
+		mc.Error = r.e.redact.String(err.Error())
 	}
 	s.st.Calls = append(s.st.Calls, mc)
 	if err != nil {

@@ -25,11 +25,14 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 	for i, c := range calls {
 		start := time.Now()
 		u := &b.uses[i]
-		*u = ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), StartMS: start.Sub(r.t0).Milliseconds()}
+		*u = ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), StartMS: start.Sub(r.t0).Milliseconds()}
 		if err := r.judge(ctx, s, &b, i); err != nil {
 			return nil, err
 		}
 		u.DurationMS = time.Since(start).Milliseconds()
+		// A tool server may echo the credentials it was sent: masked
+		// before the model, the trace or a client sees the result.
+		u.Result = r.e.redact.String(u.Result)
 		model := tools.Truncate(u.Result, cfg.Tools.MaxResultBytes)
 		u.Result = tools.Truncate(u.Result, cfg.Tools.TraceResultBytes)
 		out = append(out, Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: model})
@@ -53,6 +56,14 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 	cfg := r.e.cfg
 	c, u := b.calls[i], &b.uses[i]
+	if cfg.Tools.MaxArgsBytes > 0 && len(c.Arguments) > cfg.Tools.MaxArgsBytes {
+		u.Status, u.Result = ToolError, argsTooLong(c.Name, cfg.Tools.MaxArgsBytes)
+		s.fmtErrs++
+		if s.fmtErrs >= cfg.Antiloop.MaxFormatErrors && s.stop == "" {
+			s.stop = StageStoppedFormatErrors
+		}
+		return nil
+	}
 	args := []byte(c.Arguments)
 	if err := r.e.runner.Check(c.Name, args); err != nil {
 		u.Status = ToolError
@@ -190,17 +201,35 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key
 	return nil
 }
 
+// traceArgs is argsJSON capped at tools.trace_result_bytes, as results are.
+func (r *run) traceArgs(args string) json.RawMessage {
+	return argsJSON(args, r.e.cfg.Tools.TraceResultBytes)
+}
+
 // argsJSON is the trace form of arguments: the object when it parses, else
 // the raw text as a JSON string, so a malformed call is still shown.
-func argsJSON(args string) json.RawMessage {
+// Arguments longer than limit (when positive) are kept as a string cut at
+// limit bytes, with a note of their size: a trace holds no more of a call
+// than of its result.
+func argsJSON(args string, limit int) json.RawMessage {
 	if strings.TrimSpace(args) == "" {
 		return json.RawMessage("{}")
+	}
+	if limit > 0 && len(args) > limit {
+		b, _ := json.Marshal(tools.Truncate(args, limit))
+		return b
 	}
 	if json.Valid([]byte(args)) {
 		return json.RawMessage(args)
 	}
 	b, _ := json.Marshal(args)
 	return b
+}
+
+// argsTooLong is what the model is told of a call whose arguments went
+// over tools.max_args_bytes: they were not read, let alone run.
+func argsTooLong(name string, limit int) string {
+	return fmt.Sprintf("error: the arguments of %s are longer than %d bytes (tools.max_args_bytes) and were not read. Call %s again with shorter arguments, or do the work in smaller steps.", name, limit, name)
 }
 
 // checkNote is what the model is told of a call the runner refused. An

@@ -115,6 +115,9 @@ type ModelCall struct {
 	FinishReason string `json:"finish_reason,omitempty"`
 	// Error says why the call failed, when it did.
 	Error string `json:"error,omitempty"`
+	// Cut says why the proxy ended the call before the node finished:
+	// its content and reasoning reached nodes[].max_output_bytes.
+	Cut string `json:"cut,omitempty"`
 	// Kind is "summary" for a summarizer call made to fit the stage's
 	// prompt, on Node; empty for the stage's own turns.
 	Kind string `json:"kind,omitempty"`

@@ -19,7 +19,7 @@ func (r *run) dropUnoffered(s *stage, msg *Message, offered []Tool) []string {
 			continue
 		}
 		dropped = append(dropped, c.Name)
-		s.st.ToolsUsed = append(s.st.ToolsUsed, ToolUse{Name: c.Name, Args: argsJSON(c.Arguments), Status: ToolBlocked, Result: "not passed on: the client did not offer this tool"})
+		s.st.ToolsUsed = append(s.st.ToolsUsed, ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: ToolBlocked, Result: "not passed on: the client did not offer this tool"})
 	}
 	if len(dropped) > 0 {
 		msg.ToolCalls = keep

@@ -120,6 +120,9 @@ type Node struct {
 	// /v1/models' max_model_len, else unknown: no fitting). An Ollama node
 	// is sent it as options.num_ctx on every call.
 	ContextWindow int `yaml:"context_window" json:"context_window,omitempty"`
+	// MaxOutputBytes caps the content and reasoning of one model call: over
+	// it the call is cancelled and finishes "length" (default 4 MiB).
+	MaxOutputBytes int `yaml:"max_output_bytes" json:"max_output_bytes"`
 }
 
 // TextCalls reports whether the node's text tool calls are parsed: on
@@ -250,6 +253,9 @@ type Tools struct {
 	MaxResultBytes int `yaml:"max_result_bytes" json:"max_result_bytes"`
 	// TraceResultBytes caps what the trace keeps of one tool result.
 	TraceResultBytes int `yaml:"trace_result_bytes" json:"trace_result_bytes"`
+	// MaxArgsBytes caps the arguments of one tool call: a longer call is
+	// refused with an error the model sees (default 256 KiB).
+	MaxArgsBytes int `yaml:"max_args_bytes" json:"max_args_bytes"`
 	// HTTP declares tools served by HTTP endpoints.
 	HTTP []HTTPTool `yaml:"http" json:"http,omitempty"`
 	// MCP declares MCP servers whose tools are offered as <name>__<tool>.
@@ -276,6 +282,9 @@ type MCPServer struct {
 	// VolatileTools names server tools (without prefix) treated as volatile
 	// whatever their annotations say.
 	VolatileTools []string `yaml:"volatile_tools" json:"volatile_tools,omitempty"`
+	// FollowRedirects "same_origin" follows redirects that stay on URL's
+	// scheme, host and port; empty follows none. Another origin never.
+	FollowRedirects string `yaml:"follow_redirects" json:"follow_redirects,omitempty"`
 }
 
 // HTTPTool is a tool executed by sending its arguments as JSON to a URL.
@@ -293,6 +302,9 @@ type HTTPTool struct {
 	// Volatile read-only tools read state that changes by itself (a job's
 	// status): a repeated call runs again instead of being a loop.
 	Volatile bool `yaml:"volatile" json:"volatile"`
+	// FollowRedirects "same_origin" follows redirects that stay on URL's
+	// scheme, host and port; empty follows none. Another origin never.
+	FollowRedirects string `yaml:"follow_redirects" json:"follow_redirects,omitempty"`
 }
 
 // Antiloop configures the repeat guards.
@@ -383,6 +395,7 @@ func Default() *Config {
 			MaxCallsPerTurn:  10,
 			MaxResultBytes:   8 << 10,
 			TraceResultBytes: 64 << 10,
+			MaxArgsBytes:     256 << 10,
 		},
 		Antiloop: Antiloop{
 			SignatureTTL:    30 * time.Second,
@@ -551,6 +564,9 @@ func (c *Config) fillNodeDefaults() {
 		if n.RetryBackoff == nil {
 			n.RetryBackoff = []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second}
 		}
+		if n.MaxOutputBytes == 0 {
+			n.MaxOutputBytes = DefaultMaxOutputBytes
+		}
 		if n.Provider == ProviderMock && n.Model == "" {
 			n.Model = "mock-" + strings.ToLower(n.Name)
 		}
@@ -659,6 +675,9 @@ func (c *Config) Validate() error {
 		if n.MaxQueue < 0 {
 			bad(p+".max_queue", "must not be negative")
 		}
+		if n.MaxOutputBytes < 0 {
+			bad(p+".max_output_bytes", "must be positive, got %d", n.MaxOutputBytes)
+		}
 		if n.KeepAlive != "" {
 			if _, err := ParseKeepAlive(n.KeepAlive); err != nil {
 				bad(p+".keep_alive", "%v", err)
@@ -743,6 +762,9 @@ func (c *Config) Validate() error {
 	if c.Tools.TraceResultBytes < c.Tools.MaxResultBytes {
 		bad("tools.trace_result_bytes", "must be at least tools.max_result_bytes (%d)", c.Tools.MaxResultBytes)
 	}
+	if c.Tools.MaxArgsBytes <= 0 {
+		bad("tools.max_args_bytes", "must be positive, got %d", c.Tools.MaxArgsBytes)
+	}
 	builtin := []string{"list_dir", "read_file", "search_files"}
 	for i, h := range c.Tools.HTTP {
 		p := fmt.Sprintf("tools.http[%d]", i)
@@ -762,6 +784,7 @@ func (c *Config) Validate() error {
 		if h.Timeout <= 0 {
 			bad(p+".timeout", "must be positive")
 		}
+		checkFollow(bad, p, h.FollowRedirects)
 	}
 	for i, m := range c.Tools.MCP {
 		p := fmt.Sprintf("tools.mcp[%d]", i)
@@ -785,6 +808,10 @@ func (c *Config) Validate() error {
 		}
 		if len(m.Headers) > 0 && m.URL == "" {
 			bad(p+".headers", "only apply to a url server")
+		}
+		checkFollow(bad, p, m.FollowRedirects)
+		if m.FollowRedirects != "" && m.URL == "" {
+			bad(p+".follow_redirects", "only applies to a url server")
 		}
 	}
 	if c.Antiloop.SignatureTTL <= 0 {
@@ -825,6 +852,10 @@ func (c *Config) Redacted() *Config {
 	if c.Store.RedisURL != "" {
 		r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	}
+	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
+	for i := range r.Tools.HTTP {
+		r.Tools.HTTP[i].Headers = maskValues(r.Tools.HTTP[i].Headers)
+	}
 	r.Tools.MCP = slices.Clone(c.Tools.MCP)
 	for i := range r.Tools.MCP {
 		m := &r.Tools.MCP[i]
@@ -832,6 +863,21 @@ func (c *Config) Redacted() *Config {
 		m.Headers = maskValues(m.Headers)
 	}
 	return &r
+}
+
+// DefaultMaxOutputBytes is nodes[].max_output_bytes when unset: far more
+// than any answer a client waits for, far less than what would hurt.
+const DefaultMaxOutputBytes = 4 << 20
+
+// FollowSameOrigin is the follow_redirects value that follows redirects on
+// the configured origin.
+const FollowSameOrigin = "same_origin"
+
+// checkFollow validates a follow_redirects value.
+func checkFollow(bad func(path, format string, args ...any), p, v string) {
+	if v != "" && v != FollowSameOrigin {
+		bad(p+".follow_redirects", "want %q or empty (no redirects), got %q", FollowSameOrigin, v)
+	}
 }
 
 // mcpServerName keeps a server's prefix short and unambiguous: tool names

@@ -141,6 +141,11 @@ func TestValidationErrors(t *testing.T) {
 		{"admin keys without api keys", "server:\n  admin_keys: [boss]\n", `config: server.admin_keys: needs server.api_keys`},
 		{"ignore_blocks with brackets", "classify:\n  ignore_blocks: [ok-name, \"<my-context>\"]\n", `config: classify.ignore_blocks[1]: want a tag name such as "my-context" (letters, digits, - _ . :), got "<my-context>"`},
 		{"empty ignore_blocks name", "classify:\n  ignore_blocks: [\"\"]\n", `config: classify.ignore_blocks[0]: want a tag name`},
+		{"mcp follow_redirects on stdio", "tools:\n  mcp:\n    - {name: fs, command: [x], follow_redirects: same_origin}\n", `config: tools.mcp[0].follow_redirects: only applies to a url server`},
+		{"mcp follow_redirects unknown", "tools:\n  mcp:\n    - {name: web, url: http://x, follow_redirects: always}\n", `config: tools.mcp[0].follow_redirects: want "same_origin" or empty (no redirects), got "always"`},
+		{"http follow_redirects unknown", "tools:\n  http:\n    - {name: t, url: http://x, follow_redirects: all}\n", `config: tools.http[0].follow_redirects: want "same_origin"`},
+		{"max_args_bytes zero", "tools:\n  max_args_bytes: 0\n", `config: tools.max_args_bytes: must be positive, got 0`},
+		{"max_output_bytes negative", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, max_output_bytes: -1}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].max_output_bytes: must be positive, got -1`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {
@@ -189,10 +194,13 @@ func TestParseOverMergesNodesByName(t *testing.T) {
 }
 
 func TestRedacted(t *testing.T) {
-	cfg, _ := Parse([]byte("server:\n  api_keys: [k1]\n  admin_keys: [boss]\nstore:\n  redis_url: redis://user:pw@host:6379/0\n"))
+	cfg, _ := Parse([]byte("server:\n  api_keys: [k1]\n  admin_keys: [boss]\nstore:\n  redis_url: redis://user:pw@host:6379/0\ntools:\n  http: [{name: t, url: http://x, headers: {X-Api-Key: tool-key}}]\n"))
 	r := cfg.Redacted()
 	if r.Server.APIKeys[0] != "***" || r.Server.AdminKeys[0] != "***" || strings.Contains(r.Store.RedisURL, "pw") || cfg.Server.APIKeys[0] != "k1" || cfg.Server.AdminKeys[0] != "boss" {
 		t.Errorf("redacted = %+v %+v %q", r.Server.APIKeys, r.Server.AdminKeys, r.Store.RedisURL)
+	}
+	if got := r.Tools.HTTP[0].Headers["X-Api-Key"]; got != "***" || cfg.Tools.HTTP[0].Headers["X-Api-Key"] != "tool-key" {
+		t.Errorf("redacted tools.http[0].headers = %q (original %q), want *** (tool-key)", got, cfg.Tools.HTTP[0].Headers["X-Api-Key"])
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/origin"
 )
 
 // Limits of HTTP tools.
@@ -43,6 +44,9 @@ func newHTTPTool(h config.HTTPTool, client *http.Client, defTimeout time.Duratio
 		timeout = defTimeout
 	}
 	name, target, headers := h.Name, h.URL, h.Headers
+	// Configured headers (a key, a token) go to the configured origin
+	// only: redirects elsewhere are refused, not followed.
+	client = origin.Client(client, h.FollowRedirects == config.FollowSameOrigin)
 	return &tool{
 		spec: Spec{
 			Name:        h.Name,

@@ -146,7 +146,7 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 			s.fail(c, err)
 			return nil, err
 		}
-		_, obj := statusFor(err)
+		_, obj := s.statusFor(err)
 		_ = emit("error", errorBody{Error: obj})
 		return nil, err
 	}

@@ -246,7 +246,7 @@ func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.
 			return nil, nil, err
 		}
 		// The 200 is out: end the stream with an error chunk, then [DONE].
-		_, obj := statusFor(err)
+		_, obj := s.statusFor(err)
 		if b, merr := json.Marshal(errorBody{Error: obj}); merr == nil {
 			_ = sse.data(b)
 		}

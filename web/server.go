@@ -55,6 +55,9 @@ type Options struct {
 	Keepalive time.Duration
 	// LogPrompts logs prompt text at debug level.
 	LogPrompts bool
+	// Redactor masks the configured secrets in error answers and
+	// /readyz; when it knows none, one is built from Config.
+	Redactor redact.Redactor
 }
 
 // Server serves the proxy's HTTP API.
@@ -71,8 +74,8 @@ type Server struct {
 	admins [][]byte
 	// hub lists recent chains for GET /v1/chain/traces: the engine's Watcher.
 	hub      *traceHub
-	loopback bool     // bound to loopback only: Host is checked
-	secrets  []string // configured keys, masked in error text
+	loopback bool            // bound to loopback only: Host is checked
+	redact   redact.Redactor // masks configured secrets in error text
 	// drained ends when streams must end (Drain); drain ends it.
 	drained   context.Context
 	drain     context.CancelFunc
@@ -94,20 +97,17 @@ func New(o Options) *Server {
 	}
 	for _, k := range o.Config.Server.APIKeys {
 		s.keys = append(s.keys, []byte(k))
-		s.secrets = append(s.secrets, k)
 	}
 	for _, k := range o.Config.Server.AdminKeys {
 		s.admins = append(s.admins, []byte(k))
-		s.secrets = append(s.secrets, k)
 	}
 	s.hub = newTraceHub()
 	if o.Engine != nil {
 		o.Engine.SetWatcher(s.hub)
 	}
-	for _, n := range o.Config.Nodes {
-		if n.APIKey != "" {
-			s.secrets = append(s.secrets, n.APIKey)
-		}
+	s.redact = o.Redactor
+	if s.redact.Empty() {
+		s.redact = redact.FromConfig(o.Config)
 	}
 	s.models, s.model = s.modelList()
 	s.loopback = LoopbackAddr(o.Config.Server.Addr)
@@ -172,10 +172,18 @@ func (s *Server) recoverer(c *gin.Context) {
 	c.Next()
 }
 
+// statusFor is the package's statusFor with the configured secrets masked
+// in the message: every error answer, whole or at the end of a stream,
+// goes through it.
+func (s *Server) statusFor(err error) (int, errorObject) {
+	status, obj := statusFor(err)
+	obj.Message = s.redact.String(obj.Message)
+	return status, obj
+}
+
 // fail writes err as OpenAI error JSON with its status.
 func (s *Server) fail(c *gin.Context, err error) {
-	status, obj := statusFor(err)
-	obj.Message = redact.Text(obj.Message, s.secrets...)
+	status, obj := s.statusFor(err)
 	if status == StatusClientClosed {
 		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
 		c.Status(status)
@@ -289,7 +297,7 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 	var err error
 	if tr.HasPrompts() {
 		// The stored trace also says what each model call was sent.
-		full := tr.WithPrompts(s.redactPrompt)
+		full := tr.WithPrompts(s.redact.String)
 		traceJSON, err = marshal(&full)
 	} else if traceJSON == nil {
 		traceJSON, err = marshal(tr)
@@ -315,11 +323,6 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 		s.log.Warn("storing trace", "req_id", id, "err", err)
 	}
 }
-
-// redactPrompt masks the secrets in a prompt kept in a stored trace: the
-// server's own keys and those of its nodes, and anything that looks like a
-// credential.
-func (s *Server) redactPrompt(text string) string { return redact.Text(text, s.secrets...) }
 
 // getTrace serves GET /v1/chain/traces/{id}: the stored trace, or for a
 // chain still running, its stages so far (status "running"). A key finds
@@ -519,7 +522,7 @@ func (s *Server) readyz(c *gin.Context) {
 			states[i].Capabilities, _ = s.engine.Capabilities(n.Name)
 			states[i].Status = "unavailable"
 			if err != nil {
-				states[i].Error = redact.Text(err.Error(), s.secrets...)
+				states[i].Error = s.redact.String(err.Error())
 				return
 			}
 			states[i].Reachable = true
@@ -539,6 +542,9 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	h := gin.H{"status": word, "store": store, "nodes": states}
 	if mcp := s.engine.MCPServers(); mcp != nil {
+		for i := range mcp {
+			mcp[i].Status = s.redact.String(mcp[i].Status)
+		}
 		h["mcp"] = mcp // a server that is down leaves the proxy ready: its tools are just not offered
 	}
 	c.JSON(status, h)

@@ -13,14 +13,13 @@ import (
 // TestStageOutputCappedInResponseWholeInStore: a stage's long output is cut
 // in the answer's trace, with a note, and whole in the stored trace.
 func TestStageOutputCappedInResponseWholeInStore(t *testing.T) {
-	// 10000 bytes of distinct words: one word repeated is a repetition
-	// loop, which the chain cuts.
+	// 10000 bytes of words that differ: one word said 2000 times would be
+	// a repetition loop, cut to its first copy (issue 25).
 	var b strings.Builder
-	for i := 0; b.Len() < 9996; i++ {
-		fmt.Fprintf(&b, "w%04d ", i)
+	for i := 0; b.Len() < 10000; i++ {
+		fmt.Fprintf(&b, "word%d ", i)
 	}
-	b.WriteString("done")
-	long := b.String()
+	long := b.String()[:10000]
 	s := newTestServer(t, `
 nodes:
   - {name: A, provider: mock, mock: {turns: [{content: "`+long+`", reasoning: "short thought"}]}}

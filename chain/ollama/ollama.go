@@ -101,7 +101,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
 		defer cancel()
 	}
-	var st Stream
+	st := Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
 	err = b.chat(ctx, creq, req.Idle, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
 		if c.Empty() {
@@ -128,6 +128,10 @@ var noTruncate = false
 
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20
+
+// maxToolCalls bounds the tool calls of one answer, as the openai backend
+// does: a server repeating calls line after line cannot grow the proxy.
+const maxToolCalls = 1024
 
 // streamError is an {"error": …} line in the middle of a stream.
 type streamError struct{ msg string }
@@ -374,6 +378,14 @@ func ToArguments(text string) api.ToolCallFunctionArguments {
 // Stream turns the lines of one Ollama chat stream into chunks. The zero
 // value is ready; a Stream serves one call.
 type Stream struct {
+	// MaxArgs, when positive, keeps at most MaxArgs+1 bytes of a call's
+	// arguments (see chain.Request.MaxArgsBytes).
+	MaxArgs int
+	// MaxCallsBytes, when positive, caps the arguments of all the calls
+	// together: calls that would go past it are dropped.
+	MaxCallsBytes int
+	// total counts the arguments kept.
+	total int
 	think chain.ThinkSplitter
 	calls []chain.ToolCall
 	done  bool
@@ -390,7 +402,18 @@ func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
 		c.Reasoning = th + c.Reasoning
 	}
 	for _, tc := range resp.Message.ToolCalls {
-		s.calls = append(s.calls, FromToolCall(tc))
+		if len(s.calls) >= maxToolCalls {
+			break
+		}
+		c := FromToolCall(tc)
+		if s.MaxArgs > 0 && len(c.Arguments) > s.MaxArgs+1 {
+			c.Arguments = c.Arguments[:s.MaxArgs+1]
+		}
+		if s.MaxCallsBytes > 0 && s.total+len(c.Arguments) > s.MaxCallsBytes {
+			break
+		}
+		s.total += len(c.Arguments)
+		s.calls = append(s.calls, c)
 	}
 	if !resp.Done {
 		return c

@@ -534,3 +534,24 @@ func BenchmarkStreamAdd(b *testing.B) {
 		}
 	}
 }
+
+// TestStreamMaxArgs: a whole tool call's arguments are kept up to
+// MaxArgs+1 bytes, so that one over the cap is known by its length.
+func TestStreamMaxArgs(t *testing.T) {
+	for _, tc := range []struct {
+		maxArgs int
+		want    string
+	}{
+		{0, `{"a":"0123456789"}`},
+		{18, `{"a":"0123456789"}`},
+		{8, `{"a":"012`},
+	} {
+		s := Stream{MaxArgs: tc.maxArgs}
+		c := s.Add(&api.ChatResponse{Done: true, Message: api.Message{ToolCalls: []api.ToolCall{
+			{Function: api.ToolCallFunction{Name: "f", Arguments: ToArguments(`{"a":"0123456789"}`)}},
+		}}})
+		if len(c.ToolCalls) != 1 || c.ToolCalls[0].Arguments != tc.want {
+			t.Errorf("MaxArgs %d: calls %+v, want arguments %q", tc.maxArgs, c.ToolCalls, tc.want)
+		}
+	}
+}

@@ -109,9 +109,9 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// A server may answer a stream request with one JSON object (some
 	// ignore "stream"): it is read as the whole answer it is.
 	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return b.readWhole(ctx, resp.Body, resp.ContentLength, fn)
+		return b.readWhole(ctx, resp.Body, resp.ContentLength, newStream(req), fn)
 	}
-	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), fn)
+	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), newStream(req), fn)
 }
 
 // post sends a chat completion request. A status of 400 or more comes back
@@ -198,11 +198,17 @@ func eventErrorMessage(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// readStream reads the server-sent events of a streamed answer.
-func (b *Backend) readStream(ctx context.Context, body io.Reader, fn func(chain.Chunk) error) error {
+// newStream is the Stream of one call, with the request's caps on tool
+// call arguments.
+func newStream(req *chain.Request) Stream {
+	return Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
+}
+
+// readStream reads the server-sent events of a streamed answer into st.
+// Once a tool call goes over st's caps, the rest of the answer is not read.
+func (b *Backend) readStream(ctx context.Context, body io.Reader, st Stream, fn func(chain.Chunk) error) error {
 	r := newSSEReader(body)
 	defer r.release()
-	var st Stream
 	for {
 		data, err := r.next()
 		if errors.Is(err, io.EOF) {
@@ -234,6 +240,11 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, fn func(chain.
 			if err := fn(c); err != nil {
 				return err
 			}
+		}
+		if st.over {
+			// The call will be refused: what follows is not worth reading.
+			st.finish = "tool_calls"
+			break
 		}
 	}
 	// The end of the body and "data: [DONE]" are alike here. A stream that
@@ -306,6 +317,17 @@ func (b *Backend) upstreamError(ctx context.Context, err error) error {
 // Stream assembles the chunks of one chat completion stream. The zero value
 // is ready; a Stream serves one call.
 type Stream struct {
+	// MaxArgs, when positive, caps each call's arguments at MaxArgs+1
+	// bytes: a call over MaxArgs is known by its length (see
+	// chain.Request.MaxArgsBytes) and nothing more of it is held.
+	MaxArgs int
+	// MaxCallsBytes, when positive, caps the arguments of all the calls
+	// together: the call that would go past it is dropped.
+	MaxCallsBytes int
+	// over is set once a call went past a cap; total counts the
+	// arguments kept.
+	over   bool
+	total  int
 	think  chain.ThinkSplitter
 	calls  []*pendingCall
 	finish string
@@ -313,10 +335,12 @@ type Stream struct {
 }
 
 type pendingCall struct {
-	index int
-	id    string
-	name  string
-	args  strings.Builder
+	// dropped: the call went past Stream.MaxCallsBytes.
+	dropped bool
+	index   int
+	id      string
+	name    string
+	args    strings.Builder
 }
 
 // answerMessage is what the proxy reads of a chunk's delta or of a whole
@@ -408,13 +432,35 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 			if pc.name == "" {
 				pc.name = td.Function.Name
 			}
-			pc.args.WriteString(td.Function.Arguments)
+			s.addArgs(pc, td.Function.Arguments)
 		}
 		if ch.FinishReason != "" {
 			s.finish = ch.FinishReason
 		}
 	}
 	return c, nil
+}
+
+// addArgs appends a fragment of arguments to pc, up to MaxArgs+1 bytes,
+// and drops pc when the calls together would go past MaxCallsBytes.
+func (s *Stream) addArgs(pc *pendingCall, frag string) {
+	if pc.dropped {
+		return
+	}
+	if s.MaxArgs > 0 {
+		if room := s.MaxArgs + 1 - pc.args.Len(); len(frag) >= room {
+			frag = frag[:room]
+			s.over = true
+		}
+	}
+	if s.MaxCallsBytes > 0 && s.total+len(frag) > s.MaxCallsBytes {
+		s.total -= pc.args.Len()
+		pc.dropped, pc.args = true, strings.Builder{}
+		s.over = true
+		return
+	}
+	s.total += len(frag)
+	pc.args.WriteString(frag)
 }
 
 // call finds or makes the call a fragment belongs to. Fragments without an
@@ -462,6 +508,9 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	c.Content, c.Reasoning = s.think.Flush()
 	slices.SortFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
 	for _, pc := range s.calls {
+		if pc.dropped {
+			continue
+		}
 		id := pc.id
 		if id == "" {
 			id = "call_" + rand.Text()
@@ -491,7 +540,7 @@ type wholeResponse struct {
 
 // readWhole reads an unstreamed answer and delivers it as the chunks a
 // stream would have given: content and reasoning, then the last chunk.
-func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn func(chain.Chunk) error) error {
+func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, st Stream, fn func(chain.Chunk) error) error {
 	var buf bytes.Buffer
 	if size > 0 && size < maxWholeBody {
 		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
@@ -510,7 +559,6 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn 
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
 	}
 	m := &wr.Choices[0].Message
-	var st Stream
 	if c := st.text(m); !c.Empty() {
 		if err := fn(c); err != nil {
 			return err
@@ -518,7 +566,7 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, fn 
 	}
 	for i, tc := range m.ToolCalls {
 		pc := &pendingCall{index: i, id: tc.ID, name: tc.Function.Name}
-		pc.args.WriteString(tc.Function.Arguments)
+		st.addArgs(pc, tc.Function.Arguments)
 		st.calls = append(st.calls, pc)
 	}
 	st.finish = cmp.Or(wr.Choices[0].FinishReason, "stop")

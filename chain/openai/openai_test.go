@@ -663,3 +663,62 @@ func FuzzStreamAdd(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamMaxArgs: a call's arguments are kept up to MaxArgs+1 bytes, so
+// that one over the cap is known by its length, and nothing more of it is
+// held; calls under the cap are whole.
+func TestStreamMaxArgs(t *testing.T) {
+	tests := []struct {
+		name     string
+		frags    []string
+		maxArgs  int
+		wantArgs string
+		wantOver bool
+	}{
+		{"under", []string{`{"a":`, `1}`}, 10, `{"a":1}`, false},
+		{"exactly the cap", []string{`{"a":`, `12}`}, 8, `{"a":12}`, false},
+		{"over in one fragment", []string{`{"a":"0123456789"}`}, 8, `{"a":"012`, true},
+		{"over across fragments", []string{`{"a":"01`, `234`, `56789"}`}, 8, `{"a":"012`, true},
+		{"no cap", []string{`{"a":"0123456789"}`}, 0, `{"a":"0123456789"}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := Stream{MaxArgs: tt.maxArgs}
+			for i, f := range tt.frags {
+				e := fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":%q}}]}}]}`, f)
+				if i > 0 {
+					e = fmt.Sprintf(`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":%q}}]}}]}`, f)
+				}
+				if _, err := s.Add([]byte(e)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Add([]byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
+			last, _ := s.Finish()
+			if len(last.ToolCalls) != 1 || last.ToolCalls[0].Arguments != tt.wantArgs || s.over != tt.wantOver {
+				t.Errorf("arguments = %+v, over %v; want %q, over %v", last.ToolCalls, s.over, tt.wantArgs, tt.wantOver)
+			}
+		})
+	}
+}
+
+// TestStreamMaxCallsBytes: calls whose arguments together would go past
+// MaxCallsBytes are dropped, whole, and the stream is marked over so that
+// the rest of the answer is not read.
+func TestStreamMaxCallsBytes(t *testing.T) {
+	s := Stream{MaxArgs: 100, MaxCallsBytes: 20}
+	for _, e := range []string{
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":"{\"a\":\"0123456\"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":"{\"b\":"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"\"0123456789\"}"}}]}}]}`,
+		`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+	} {
+		if _, err := s.Add([]byte(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := s.Finish()
+	if len(last.ToolCalls) != 1 || last.ToolCalls[0].ID != "a" || !s.over {
+		t.Errorf("calls %+v, over %v; want only call a, over", last.ToolCalls, s.over)
+	}
+}

@@ -91,7 +91,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	if err := serve(ctx, cfg, logger, *logPrompts, *demo, stdout); err != nil {
+	// One redactor, from the configuration, in front of every log line
+	// and passed to what writes answers and traces.
+	red := redact.FromConfig(cfg)
+	logger = slog.New(red.Handler(logger.Handler()))
+	if err := serve(ctx, cfg, red, logger, *logPrompts, *demo, stdout); err != nil {
 		logger.Error("proxy stopped", "err", err)
 		return 1
 	}
@@ -134,7 +138,7 @@ func backends(cfg *config.Config) map[string]chain.Backend {
 
 // serve wires the proxy and serves until ctx ends, then lets in-flight
 // requests finish for server.shutdown_timeout.
-func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logPrompts, demo bool, stdout io.Writer) error {
+func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *slog.Logger, logPrompts, demo bool, stdout io.Writer) error {
 	st, err := store.Open(ctx, cfg.Store.RedisURL, cfg.Chain.Traces, logger)
 	if err != nil {
 		return err
@@ -156,6 +160,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 		Admission:  admission,
 		Resume:     st,
 		Memory:     st,
+		Redactor:   red,
 	})
 	if err != nil {
 		return err
@@ -166,7 +171,7 @@ func serve(ctx context.Context, cfg *config.Config, logger *slog.Logger, logProm
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
 	admission.OnWait = metrics.ObserveQueueWait
-	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts})
+	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts, Redactor: red})
 	srv := &http.Server{
 		Handler: handler,
 		// No WriteTimeout: it would cut long streams; writes have

@@ -35,7 +35,8 @@ func (l *lockedBuffer) String() string {
 
 // startProxy runs the real proxy with the config text and returns its base
 // URL, its stderr, a stop function (SIGTERM) and the exit code channel.
-func startProxy(t *testing.T, cfg string) (base string, logs *lockedBuffer, stop func(), code <-chan int) {
+// args are added to the command line.
+func startProxy(t *testing.T, cfg string, args ...string) (base string, logs *lockedBuffer, stop func(), code <-chan int) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "c.yaml")
@@ -50,7 +51,7 @@ func startProxy(t *testing.T, cfg string) (base string, logs *lockedBuffer, stop
 	logs = &lockedBuffer{}
 	c := make(chan int, 1)
 	go func() { // exits when run returns, after ctx ends
-		c <- run(ctx, []string{"-config", path}, pw, logs)
+		c <- run(ctx, append([]string{"-config", path}, args...), pw, logs)
 		pw.Close()
 	}()
 	sc := bufio.NewScanner(pr)

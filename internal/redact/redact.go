@@ -1,22 +1,40 @@
-// Package redact masks secrets in text meant for clients, traces and logs:
-// the user-info and query string of URLs, Bearer tokens, OpenAI-style keys
-// and the configured keys themselves. It imports no project package, so
-// chain, web and cmd/proxy can all use it.
+// Package redact masks secrets in text meant for clients, traces and logs.
+//
+// A Redactor is built once from the configuration (FromConfig) and masks
+// each configured secret by its value, wherever it appears and whatever its
+// shape: server keys, node keys, URL credentials and query values, the
+// headers and environment of HTTP tools and MCP servers. Generic patterns
+// (URL credentials, "Bearer …", well-known key prefixes) are a second layer
+// for what the configuration does not name. Handler puts a Redactor in front
+// of a slog.Handler, so that no log call site can forget it.
+//
+// It imports only config, so chain, tools, web and cmd/proxy can all use it.
 package redact
 
 import (
+	"encoding/base64"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
+
+	"chainproxy/config"
 )
 
 // Mask replaces every secret.
 const Mask = "***"
 
+// MinSecret is the shortest value masked by value: shorter ones ("1",
+// "yes") would mask ordinary words everywhere.
+const MinSecret = 6
+
 var (
 	bearerRe = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=:-]+`)
-	skRe     = regexp.MustCompile(`\bsk-[A-Za-z0-9_-]{6,}`)
-	urlRe    = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>]+`)
+	// keyRe matches keys of well-known providers by their prefix: OpenAI
+	// and compatibles (sk-), Groq (gsk_), Google (AIza), Hugging Face
+	// (hf_), GitHub (ghp_, github_pat_), Slack (xox?-), AWS (AKIA).
+	keyRe = regexp.MustCompile(`\b(sk-|gsk_|hf_|ghp_|gho_|github_pat_|xox[abprs]-)[A-Za-z0-9_-]{6,}|\bAIza[A-Za-z0-9_-]{20,}|\bAKIA[A-Z0-9]{12,}`)
+	urlRe = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>]+`)
 )
 
 // URL returns raw with its password and query values masked. The user name
@@ -41,15 +59,199 @@ func URL(raw string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(u.String(), url.QueryEscape(Mask), Mask), ":REDACTED@", ":"+Mask+"@")
 }
 
-// Text masks the secrets in s: URLs (see URL), "Bearer …" and "Basic …"
-// credentials, sk-… keys, and each of keys (empty keys are ignored).
+// Text masks the secrets in s by pattern: URLs (see URL), "Bearer …" and
+// "Basic …" credentials, keys of well-known providers, and each of keys by
+// value (keys shorter than 4 bytes are ignored). It is the second layer of
+// a Redactor; prefer a Redactor, which knows the configured secrets.
 func Text(s string, keys ...string) string {
 	for _, k := range keys {
 		if len(k) >= 4 {
 			s = strings.ReplaceAll(s, k, Mask)
 		}
 	}
-	s = urlRe.ReplaceAllStringFunc(s, URL)
-	s = bearerRe.ReplaceAllString(s, "${1}${2}"+Mask)
-	return skRe.ReplaceAllString(s, "sk-"+Mask)
+	return patterns(s)
+}
+
+// patterns applies the generic patterns, each only when a cheap test says
+// it may match: most log lines and messages carry none.
+func patterns(s string) string {
+	if strings.Contains(s, "://") {
+		s = urlRe.ReplaceAllStringFunc(s, URL)
+	}
+	if hasScheme(s) {
+		s = bearerRe.ReplaceAllString(s, "${1}${2}"+Mask)
+	}
+	for _, p := range keyPrefixes {
+		// The regexp is slow on long text; a prefix search is not.
+		if strings.Contains(s, p) {
+			return keyRe.ReplaceAllStringFunc(s, maskKey)
+		}
+	}
+	return s
+}
+
+// keyPrefixes are the prefixes keyRe looks for.
+var keyPrefixes = []string{"sk-", "gsk_", "hf_", "ghp_", "gho_", "github_pat_", "xox", "AIza", "AKIA"}
+
+// maskKey keeps a key's prefix, which says which provider it was for.
+func maskKey(k string) string {
+	for _, p := range keyPrefixes {
+		if p == "xox" {
+			continue
+		}
+		if strings.HasPrefix(k, p) {
+			return p + Mask
+		}
+	}
+	if strings.HasPrefix(k, "xox") && len(k) > 4 {
+		return k[:4] + Mask
+	}
+	return Mask
+}
+
+// hasScheme reports whether s may hold a "Bearer" or "Basic" credential,
+// in the spellings servers use; a substring search is much faster than the
+// case-folding regexp on long text.
+func hasScheme(s string) bool {
+	for _, w := range []string{"earer", "EARER", "asic", "ASIC"} {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Redactor masks configured secrets by value, then the generic patterns.
+// The zero value masks by pattern only. A Redactor is a small value, safe
+// for concurrent use, meant to be built once and passed around by value.
+type Redactor struct {
+	r *strings.Replacer
+	// secrets are the values masked, longest first.
+	secrets []string
+	// first marks the bytes a secret starts with, so that Stream rules out
+	// most tails with one lookup.
+	first *[256]bool
+}
+
+// New returns a Redactor of the given secret values; values shorter than
+// MinSecret and duplicates are left out.
+func New(secrets ...string) Redactor {
+	var keep []string
+	for _, s := range secrets {
+		if len(s) >= MinSecret && !slices.Contains(keep, s) {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		return Redactor{}
+	}
+	// A secret that contains another must be tried first: the replacer
+	// tries its pairs in argument order at each position.
+	slices.SortStableFunc(keep, func(a, b string) int { return len(b) - len(a) })
+	pairs := make([]string, 0, 2*len(keep))
+	for _, s := range keep {
+		pairs = append(pairs, s, Mask)
+	}
+	first := new([256]bool)
+	for _, s := range keep {
+		first[s[0]] = true
+	}
+	return Redactor{r: strings.NewReplacer(pairs...), secrets: keep, first: first}
+}
+
+// String masks the secrets in s.
+func (r Redactor) String(s string) string {
+	return patterns(r.Values(s))
+}
+
+// Empty reports whether r knows no configured secret.
+func (r Redactor) Empty() bool { return r.r == nil }
+
+// FromConfig gathers every secret the configuration holds: server
+// api_keys and admin_keys, each node's api_key, the user-info (and its base64, as sent
+// in "Authorization: Basic") and query values of every configured URL,
+// and the values of the headers of HTTP tools and MCP servers and of the
+// environment of MCP servers (a header's token also without its scheme).
+func FromConfig(cfg *config.Config) Redactor {
+	var s []string
+	s = append(s, cfg.Server.APIKeys...)
+	s = append(s, cfg.Server.AdminKeys...)
+	for _, n := range cfg.Nodes {
+		s = append(s, n.APIKey)
+		s = append(s, urlSecrets(n.BaseURL)...)
+	}
+	for _, h := range cfg.Tools.HTTP {
+		s = append(s, urlSecrets(h.URL)...)
+		s = append(s, headerSecrets(h.Headers)...)
+	}
+	for _, m := range cfg.Tools.MCP {
+		s = append(s, urlSecrets(m.URL)...)
+		s = append(s, headerSecrets(m.Headers)...)
+		for k, v := range m.Env {
+			if !plainEnv[k] {
+				s = append(s, v)
+			}
+		}
+	}
+	s = append(s, urlSecrets(cfg.Store.RedisURL)...)
+	return New(s...)
+}
+
+// plainEnv are variables that describe the machine, not a credential.
+var plainEnv = map[string]bool{"PATH": true, "HOME": true, "LANG": true, "TMPDIR": true}
+
+// plainHeaders carry no credential; masking their values ("application/json")
+// would only blank ordinary words.
+var plainHeaders = map[string]bool{
+	"accept": true, "accept-encoding": true, "accept-language": true, "content-type": true,
+	"user-agent": true, "cache-control": true, "connection": true,
+}
+
+func headerSecrets(h map[string]string) []string {
+	var out []string
+	for k, v := range h {
+		if plainHeaders[strings.ToLower(k)] {
+			continue
+		}
+		out = append(out, v)
+		scheme, token, ok := strings.Cut(strings.TrimSpace(v), " ")
+		if !ok {
+			continue
+		}
+		token = strings.TrimSpace(token)
+		out = append(out, token)
+		if strings.EqualFold(scheme, "basic") {
+			if dec, err := base64.StdEncoding.DecodeString(token); err == nil {
+				// The user name is no secret; the pair and the password are.
+				_, pass, _ := strings.Cut(string(dec), ":")
+				out = append(out, string(dec), pass)
+			}
+		}
+	}
+	return out
+}
+
+func urlSecrets(raw string) []string {
+	if raw == "" {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	if u.User != nil {
+		user := u.User.Username()
+		if pass, ok := u.User.Password(); ok {
+			out = append(out, pass, url.QueryEscape(pass), base64.StdEncoding.EncodeToString([]byte(user+":"+pass)))
+		} else {
+			out = append(out, user) // a token given as the user name
+		}
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			out = append(out, v, url.QueryEscape(v))
+		}
+	}
+	return out
 }

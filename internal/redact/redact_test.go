@@ -1,6 +1,16 @@
 package redact
 
-import "testing"
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"chainproxy/config"
+)
 
 func TestURL(t *testing.T) {
 	tests := []struct{ name, in, want string }{
@@ -37,5 +47,132 @@ func TestText(t *testing.T) {
 				t.Errorf("Text(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// hostileConfig holds one secret of each kind FromConfig gathers.
+func hostileConfig() *config.Config {
+	cfg := config.Default()
+	cfg.Server.APIKeys = []string{"server-key-AAAA"}
+	cfg.Server.AdminKeys = []string{"admin-key-LLLL"}
+	cfg.Nodes = []config.Node{
+		{Name: "G", Provider: config.ProviderOpenAI, BaseURL: "https://api.groq.example/v1", APIKey: "gsk_groqkeyBBBB"},
+		{Name: "V", Provider: config.ProviderOpenAI, BaseURL: "http://vllm:8000/v1", APIKey: "vllm-token-CCCC"},
+		{Name: "U", Provider: config.ProviderOllama, BaseURL: "http://ollama-user:pass-DDDD@ollama:11434/?key=AIzaquerykeyEEEE"},
+	}
+	cfg.Tools.HTTP = []config.HTTPTool{{Name: "t", URL: "http://tool/?token=tool-query-FFFF",
+		Headers: map[string]string{"Authorization": "Bearer tool-bearer-GGGG", "X-Api-Key": "hf_toolkeyHHHH", "Accept": "application/json"}}}
+	cfg.Tools.MCP = []config.MCPServer{
+		{Name: "m", URL: "http://mcp/", Headers: map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("mcp-user:mcp-pass-IIII"))}},
+		{Name: "s", Command: []string{"srv"}, Env: map[string]string{"API_TOKEN": "env-token-JJJJ", "PATH": "/usr/bin"}},
+	}
+	cfg.Store.RedisURL = "redis://:redis-pass-KKKK@redis:6379/0"
+	return cfg
+}
+
+// hostileSecrets are hostileConfig's secrets, and the forms a server may
+// echo them in.
+var hostileSecrets = []string{
+	"server-key-AAAA", "gsk_groqkeyBBBB", "vllm-token-CCCC", "pass-DDDD",
+	base64.StdEncoding.EncodeToString([]byte("ollama-user:pass-DDDD")), "AIzaquerykeyEEEE",
+	"tool-query-FFFF", "tool-bearer-GGGG", "hf_toolkeyHHHH", "mcp-pass-IIII",
+	base64.StdEncoding.EncodeToString([]byte("mcp-user:mcp-pass-IIII")), "env-token-JJJJ", "redis-pass-KKKK", "admin-key-LLLL",
+}
+
+func TestFromConfig(t *testing.T) {
+	r := FromConfig(hostileConfig())
+	for _, s := range hostileSecrets {
+		in := `{"error":{"message":"invalid credentials ` + s + `, check ` + s + `"}}`
+		got := r.String(in)
+		if strings.Contains(got, s) || !strings.Contains(got, Mask) {
+			t.Errorf("String(%q) = %q: secret not masked", in, got)
+		}
+	}
+	for _, plain := range []string{"application/json", "/usr/bin", "the answer is 42"} {
+		if got := r.String(plain); got != plain {
+			t.Errorf("String(%q) = %q, want it unchanged", plain, got)
+		}
+	}
+}
+
+func TestRedactorZero(t *testing.T) {
+	var r Redactor
+	if got, want := r.String("key sk-proj-ABCDEFGH and AIzaSyABCDEFGHIJKLMNOPQRSTUV"), "key sk-*** and AIza***"; got != want {
+		t.Errorf("zero Redactor String = %q, want %q", got, want)
+	}
+}
+
+func TestNewLongestFirst(t *testing.T) {
+	r := New("abcdef", "abcdefghij")
+	if got, want := r.String("x abcdefghij y abcdef"), "x *** y ***"; got != want {
+		t.Errorf("String = %q, want %q", got, want)
+	}
+	if r := New("short", ""); !r.Empty() {
+		t.Errorf("New of values under MinSecret = %d secrets, want none", len(r.secrets))
+	}
+}
+
+type leaky struct{ Token string }
+
+// TestHandler: every place a log line can carry text is masked, at debug
+// level, for the text and JSON handlers alike.
+func TestHandler(t *testing.T) {
+	r := FromConfig(hostileConfig())
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			opts := &slog.HandlerOptions{Level: slog.LevelDebug}
+			var h slog.Handler = slog.NewTextHandler(&buf, opts)
+			if format == "json" {
+				h = slog.NewJSONHandler(&buf, opts)
+			}
+			log := slog.New(r.Handler(h))
+			for _, s := range hostileSecrets {
+				log.Debug("upstream said "+s, "err", errors.New("401: "+s), "body", s, "raw", []byte(s), "list", []string{s},
+					slog.Group("g", "inner", s), "struct", leaky{s})
+				log.With("fixed", s).WithGroup("grp").Info("x", "v", s)
+			}
+			// Lines with nothing to mask pass whole, whatever their values.
+			log.Info("plain line", "list", []string{"a"}, slog.Group("g", "x", 1), "err", errors.New("plain error"), "struct", leaky{"none"}, "raw", []byte("b"))
+			out := buf.String()
+			if !strings.Contains(out, "plain error") || !strings.Contains(out, "none") {
+				t.Errorf("a line with nothing to mask lost its values:\n%s", out)
+			}
+			for _, s := range hostileSecrets {
+				if strings.Contains(out, s) {
+					t.Errorf("log output holds secret %q:\n%s", s, out)
+				}
+			}
+			if !strings.Contains(out, "upstream said") {
+				t.Errorf("log output lost its messages:\n%s", out)
+			}
+		})
+	}
+}
+
+func BenchmarkRedactLogLine(b *testing.B) {
+	r := FromConfig(hostileConfig())
+	log := slog.New(r.Handler(slog.NewJSONHandler(io.Discard, nil)))
+	b.ReportAllocs()
+	for b.Loop() {
+		log.Info("upstream call done", "req_id", "abc123", "node", "M1", "dur_ms", 1234, "err", errors.New("node M1: upstream status error (HTTP 401): bad key"))
+	}
+}
+
+func BenchmarkPlainLogLine(b *testing.B) {
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	b.ReportAllocs()
+	for b.Loop() {
+		log.Info("upstream call done", "req_id", "abc123", "node", "M1", "dur_ms", 1234, "err", errors.New("node M1: upstream status error (HTTP 401): bad key"))
+	}
+}
+
+func BenchmarkRedactTrace(b *testing.B) {
+	r := FromConfig(hostileConfig())
+	trace := strings.Repeat(`{"node":"M1","status":"ok","output":"Some answer text with code, lists and numbers 12345.","tools_used":[{"name":"read_file","args":{"path":"a/b.go"},"result":"package main\n"}]}`, 64)
+	b.SetBytes(int64(len(trace)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r.String(trace)
 	}
 }

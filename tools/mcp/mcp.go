@@ -17,8 +17,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"regexp"
@@ -28,6 +30,7 @@ import (
 	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/origin"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -80,6 +83,9 @@ type Options struct {
 	// HTTPClient is used for url servers (default: a plain client; the
 	// call's context bounds each request).
 	HTTPClient *http.Client
+	// MaxBody caps one HTTP response body of a url server, read as it
+	// arrives (default 4 MiB): a server answering more fails the call.
+	MaxBody int64
 }
 
 // Manager holds the sessions with the configured MCP servers.
@@ -131,6 +137,9 @@ func Start(ctx context.Context, servers []config.MCPServer, opts Options) *Manag
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
+	}
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
 	}
 	m := &Manager{opts: opts, log: opts.Logger, byName: map[string]*server{}}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -384,18 +393,19 @@ func (m *Manager) connect(ctx context.Context, s *server) (*sdk.ClientSession, e
 		setParentDeathSignal(cmd)
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	} else {
-		hc := m.opts.HTTPClient
-		if len(s.cfg.Headers) > 0 {
-			c := *hc
-			c.Transport = &headerTransport{base: hc.Transport, headers: s.cfg.Headers}
-			hc = &c
-		}
-		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: 2}
+		// The SDK caps each SSE event itself; capTransport caps the JSON
+		// answers, which it reads whole.
+		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: m.httpClient(s.cfg), MaxRetries: 2, MaxEventSize: int(m.opts.MaxBody)}
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
 	defer cancel()
 	sess, err := client.Connect(cctx, t, nil)
 	if err != nil {
+		if re := origin.Cause(err); re != nil {
+			// Only the status and host: the SDK's and Go's wrappings
+			// name the target's whole URL, which its server chose.
+			err = re
+		}
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	return sess, nil
@@ -494,22 +504,68 @@ func childEnv(extra map[string]string) []string {
 	return env
 }
 
-// headerTransport adds the configured headers to every request.
-type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+// httpClient is the client of a url server: redirects stay on the
+// configured origin (followed only with follow_redirects: same_origin), the
+// configured headers go to that origin alone, and no answer is read past
+// maxBody.
+func (m *Manager) httpClient(cfg config.MCPServer) *http.Client {
+	hc := origin.Client(m.opts.HTTPClient, cfg.FollowRedirects == config.FollowSameOrigin)
+	base := hc.Transport
+	if len(cfg.Headers) > 0 {
+		u, _ := url.Parse(cfg.URL) // validated by config
+		base = &origin.Headers{Base: base, Origin: u, Values: cfg.Headers}
+	}
+	hc.Transport = &capTransport{base: base, limit: m.opts.MaxBody}
+	return hc
 }
 
-func (h *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	for k, v := range h.headers {
-		r.Header.Set(k, v)
-	}
-	base := h.base
+// DefaultMaxBody is Options.MaxBody when unset.
+const DefaultMaxBody = 4 << 20
+
+// ErrBodyTooLarge: a url server answered more than Options.MaxBody.
+var ErrBodyTooLarge = errors.New("mcp server answer too large")
+
+// capTransport stops reading a response body past limit bytes, so that a
+// server answering without end costs the proxy limit bytes, not what it
+// sent. Event streams are left whole: they are long-lived, and the SDK
+// caps each of their events (StreamableClientTransport.MaxEventSize).
+type capTransport struct {
+	base  http.RoundTripper
+	limit int64
+}
+
+func (c *capTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	base := c.base
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	return base.RoundTrip(r)
+	resp, err := base.RoundTrip(r)
+	if err != nil || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	resp.Body = &capBody{ReadCloser: resp.Body, limit: c.limit}
+	return resp, nil
+}
+
+// capBody fails with ErrBodyTooLarge once more than limit bytes came.
+type capBody struct {
+	io.ReadCloser
+	limit, read int64
+}
+
+func (b *capBody) Read(p []byte) (int, error) {
+	if b.read > b.limit {
+		return 0, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, b.limit)
+	}
+	if room := b.limit + 1 - b.read; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
+	if b.read > b.limit {
+		return 0, fmt.Errorf("%w: more than %d bytes", ErrBodyTooLarge, b.limit)
+	}
+	return n, err
 }
 
 // logWriter turns a child's stderr into debug log lines: servers log

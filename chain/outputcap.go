@@ -1,0 +1,97 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"chainproxy/config"
+)
+
+// errOutputCap stops a backend's stream once a call's output reached its
+// cap; chat turns it into a finish "length".
+var errOutputCap = errors.New("output cap reached")
+
+// chat calls the node's backend with what the proxy applies to every
+// model call, whatever the backend:
+//
+//   - the configured secrets are masked in the content, the reasoning and
+//     the tool calls' arguments, as they stream (a hostile upstream may
+//     write the key it was sent into its answer);
+//   - content and reasoning stop at nodes[].max_output_bytes: the call is
+//     cancelled and finishes "length", with Chunk.Cut saying why, so that
+//     an upstream streaming without end costs the proxy the cap, not what
+//     it sent;
+//   - backends keep tool call arguments up to tools.max_args_bytes+1
+//     bytes each (see Request.MaxArgsBytes), and max_output_bytes for
+//     all the answer's calls together (Request.MaxCallsBytes).
+func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
+	limit := n.MaxOutputBytes
+	if limit <= 0 {
+		limit = config.DefaultMaxOutputBytes
+	}
+	if req.MaxArgsBytes != n.maxArgs || req.MaxCallsBytes != limit {
+		r := *req
+		r.MaxArgsBytes, r.MaxCallsBytes = n.maxArgs, limit
+		req = &r
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a capped call's connection is closed, not drained
+	content, reasoning := n.redact.Stream(), n.redact.Stream()
+	used := 0
+	err := n.Backend.Chat(ctx, req, func(c Chunk) error {
+		if !n.redact.Empty() {
+			c.Content, c.Reasoning = content.Feed(c.Content), reasoning.Feed(c.Reasoning)
+			if c.FinishReason != "" {
+				c.Content += content.Flush()
+				c.Reasoning += reasoning.Flush()
+				for i := range c.ToolCalls {
+					c.ToolCalls[i].Arguments = n.redact.Values(c.ToolCalls[i].Arguments)
+				}
+			}
+			if c.Empty() {
+				return nil // all held back: it may be the start of a secret
+			}
+		}
+		size := len(c.Content) + len(c.Reasoning)
+		if used+size <= limit {
+			used += size
+			return fn(c)
+		}
+		room := limit - used
+		c.Reasoning = cutUTF8(c.Reasoning, room)
+		c.Content = cutUTF8(c.Content, room-len(c.Reasoning))
+		// Tool calls come whole in the last chunk: one that arrives with
+		// the overflow is complete, and is kept.
+		if c.FinishReason == "" || c.FinishReason == "stop" {
+			c.FinishReason = "length"
+		}
+		if len(c.ToolCalls) > 0 {
+			c.FinishReason = "tool_calls"
+		}
+		c.Cut = fmt.Sprintf("output over nodes[].max_output_bytes (%d bytes): the proxy ended the call", limit)
+		if err := fn(c); err != nil {
+			return err
+		}
+		return errOutputCap
+	})
+	if errors.Is(err, errOutputCap) {
+		return nil
+	}
+	return err
+}
+
+// cutUTF8 returns s cut to at most n bytes, on a rune boundary.
+func cutUTF8(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
