@@ -43,6 +43,10 @@ type Params struct {
 	MaxTokens   *int     `json:"max_tokens,omitempty"`
 	Stop        []string `json:"stop,omitempty"`
 	Seed        *int64   `json:"seed,omitempty"`
+	// Format is Ollama's format: "json" or a JSON schema the answer must
+	// follow (an OpenAI node gets it as response_format). Only the
+	// answering stage's calls carry it: earlier stages write notes.
+	Format json.RawMessage `json:"format,omitempty"`
 }
 
 // Request is one model call.

@@ -231,6 +231,9 @@ type RunRequest struct {
 	// KeepAlive is the client's keep_alive, honoured in simple mode and
 	// relay (the chain's nodes keep their configured one); nil: unset.
 	KeepAlive *time.Duration
+	// Notes are what the API front left out of the request (a hosted tool
+	// the proxy cannot run, say), said once in the trace's reasons.
+	Notes []string
 	// Idle is passed to every model call (Request.Idle), and called when a
 	// call ends: a streaming writer holding back chunks sends them then.
 	Idle func() `json:"-"`
@@ -282,6 +285,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	}
 	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
+	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
 	if r.trace.Mode == ModeReflexive {
 		// Simple mode never pauses, so has nothing to resume: no note.
 		if note != "" {

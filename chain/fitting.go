@@ -160,9 +160,17 @@ func (r *run) reserve(window int) int {
 	return min(n, window/2)
 }
 
+// toolsPreamble is what a chat template adds when tools are offered: the
+// instructions around their definitions (qwen's and llama's run to 400–600
+// characters).
+const toolsPreamble = 500
+
 // toolChars is what the tool definitions offered weigh in a prompt.
 func toolChars(tools []Tool) int {
-	n := 0
+	if len(tools) == 0 {
+		return 0
+	}
+	n := toolsPreamble
 	for _, t := range tools {
 		n += len(t.Name) + len(t.Description) + len(t.Parameters) + memory.MessageOverhead
 	}

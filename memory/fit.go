@@ -190,6 +190,12 @@ func Fit(ctx context.Context, in *Input, folder Folder) (*Result, error) {
 		f.dropMemory()
 	}
 	if !f.fits() {
+		// The latest turn's own results are kept whole while they can be:
+		// past that, a result cut in the middle beats refusing the
+		// question it serves.
+		f.shortenLatest()
+	}
+	if !f.fits() {
 		kept := Chars(f.prefix)
 		for i := range f.current {
 			kept += messageChars(&f.current[i].m)
@@ -318,6 +324,39 @@ func (f *fitting) shortenSteps(limit int) {
 		p.mark = MarkShortened
 		f.actions = append(f.actions, Action{Action: ActShortened, FromTurn: p.turn, ToTurn: p.turn,
 			Detail: fmt.Sprintf("result of %s: %d lines omitted", nameOr(p.m.Name, "a tool"), omitted)})
+	}
+}
+
+// shortenLatest cuts the latest turn's tool results so that the prompt
+// fits, each to an even part of the room left, when that part is worth
+// reading (200 characters).
+func (f *fitting) shortenLatest() {
+	var results []int
+	size := 0
+	for i := f.latest; i < len(f.current); i++ {
+		if f.current[i].m.Role == "tool" {
+			results = append(results, i)
+			size += len(f.current[i].m.Content)
+		}
+	}
+	if len(results) == 0 {
+		return
+	}
+	room := f.in.budget() - (f.weight() - size)
+	per := room / len(results)
+	if per < 200 {
+		return
+	}
+	for _, i := range results {
+		p := &f.current[i]
+		text, omitted := HeadTail(p.m.Content, per-40)
+		if omitted == 0 {
+			continue
+		}
+		p.m.Content = text
+		p.mark = MarkShortened
+		f.actions = append(f.actions, Action{Action: ActShortened, FromTurn: p.turn, ToTurn: p.turn,
+			Detail: fmt.Sprintf("latest result of %s: %d lines omitted", nameOr(p.m.Name, "a tool"), omitted)})
 	}
 }
 

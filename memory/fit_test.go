@@ -291,3 +291,21 @@ func BenchmarkFit200Messages(b *testing.B) {
 		}
 	}
 }
+
+// A latest result too big for the window alone is cut in the middle
+// rather than the question refused.
+func TestShortenLatestResult(t *testing.T) {
+	msgs := []Message{
+		{Role: "user", Content: "What is in the log?"},
+		{Role: "assistant", ToolCalls: []ToolCall{{ID: "1", Name: "read_file", Arguments: `{"path":"log"}`}}},
+		{Role: "tool", Name: "read_file", ToolCallID: "1", Content: strings.Repeat("log line\n", 2000)},
+	}
+	in := &Input{Msgs: msgs, Current: 0, Window: 2048, Reserve: 256, Ratio: 4, Shares: DefaultShares}
+	r, err := Fit(context.Background(), in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Chars > in.budget() || r.Marks[2] != MarkShortened || r.Msgs[0].Content != msgs[0].Content {
+		t.Fatalf("chars %d budget %d marks %q", r.Chars, in.budget(), r.Marks)
+	}
+}

@@ -17,11 +17,16 @@ chain:
 
 // BenchmarkChatCompletion measures the proxy's own cost per request in
 // simple mode against a mock node that answers at once: decoding, the
-// engine, encoding, SSE framing. No network.
+// engine, encoding, SSE framing. No network. The other fronts run the same
+// request through the same driver, for comparison.
 func BenchmarkChatCompletion(b *testing.B) {
-	for _, tc := range []struct{ name, body string }{
-		{"non-stream", `{"model":"A","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello"}]}`},
-		{"stream", `{"model":"A","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello"}]}`},
+	for _, tc := range []struct{ name, path, body string }{
+		{"non-stream", "/v1/chat/completions", `{"model":"A","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello"}]}`},
+		{"stream", "/v1/chat/completions", `{"model":"A","stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello"}]}`},
+		{"responses-non-stream", "/v1/responses", `{"model":"A","instructions":"Be brief.","input":"Say hello"}`},
+		{"responses-stream", "/v1/responses", `{"model":"A","stream":true,"instructions":"Be brief.","input":"Say hello"}`},
+		{"ollama-non-stream", "/api/chat", `{"model":"A","stream":false,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello"}]}`},
+		{"ollama-stream", "/api/chat", `{"model":"A","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello"}]}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			cfg := mustConfig(b, benchConfig)
@@ -29,7 +34,9 @@ func BenchmarkChatCompletion(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				w := httptest.NewRecorder()
-				srv.ServeHTTP(w, httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(tc.body)))
+				req := httptest.NewRequest("POST", tc.path, strings.NewReader(tc.body))
+				req.Host = "localhost" // the server listens on loopback: Host is checked
+				srv.ServeHTTP(w, req)
 				if w.Code != 200 {
 					b.Fatalf("status %d: %s", w.Code, w.Body)
 				}

@@ -113,7 +113,7 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 		if err != nil {
 			return err
 		}
-		sse.start(nil)
+		sse.start()
 		return sse.event(name, b)
 	}
 	onEvent := func(ev chain.Event) error {
@@ -137,7 +137,7 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 		return nil
 	}
 	onTick := func() error {
-		sse.start(nil)
+		sse.start()
 		return sse.comment("keepalive")
 	}
 	res, err := s.drive(c.Request.Context(), req, sse, onEvent, onTick)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -54,12 +53,14 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		render = config.RenderDetails
 	}
 	c.Header("X-Chain-Trace-Id", traceID)
+	fail := func(err error) { s.fail(c, err) }
 	var (
 		res       *chain.Result
 		traceJSON []byte
 	)
 	if wire.Stream {
-		res, traceJSON, err = s.streamCompletion(c, wire, req, render)
+		w := newSSE(c.Writer)
+		res, traceJSON, err = s.streamRun(c, req, w, newChatEncoder(w, wire, req.TraceID, render), fail)
 	} else {
 		var emit func(chain.Event) error
 		var head strings.Builder
@@ -68,25 +69,14 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			d := newDetailsRenderer()
 			emit = func(ev chain.Event) error { head.WriteString(d.event(ev)); return nil }
 		}
-		res, err = s.engine.Run(c.Request.Context(), req, emit)
-		if err == nil {
+		res, traceJSON, err = s.wholeRun(c, req, emit, func(res *chain.Result, trace []byte) ([]byte, error) {
 			content := res.Message.Content
 			if render == config.RenderDetails {
 				content = head.String() + content
 			}
-			var body, respTrace []byte
-			if respTrace, traceJSON, err = encodeTrace(&res.Trace); err == nil {
-				body, err = marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
-			}
-			if err != nil {
-				s.fail(c, fmt.Errorf("encoding the response: %w", err))
-			} else {
-				c.Header("X-Chain-Mode", res.Trace.Mode)
-				writeFinal(c, withChain(body, respTrace))
-			}
-		} else if !c.Writer.Written() {
-			s.fail(c, err)
-		}
+			b, err := marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+			return withChain(b, trace), err
+		}, fail)
 	}
 	s.finish(c, "/v1/chat/completions", traceID, start, res, traceJSON, err)
 }
@@ -161,129 +151,119 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	}
 }
 
-// streamCompletion answers with OpenAI's chunk stream. Headers go out with
-// the first content, or with the first keepalive, or the first stage event
-// of a reflexive run, so that an early failure still gets a proper status.
-func (s *Server) streamCompletion(c *gin.Context, wire *chatRequest, req *chain.RunRequest, render string) (*chain.Result, []byte, error) {
-	sse := newSSE(c.Writer)
-	id, model, created := completionID(req.TraceID), wire.Model, time.Now().Unix()
-	includeUsage := wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage
-	mode := ""
-	roleSent := false
-	where := "starting"
-	var details *detailsRenderer
+// chatEncoder writes a run as OpenAI's chat completion chunk stream: the
+// role in the first chunk, content and reasoning deltas, the tool calls
+// whole, the finish reason, usage when asked, and the trace in the last
+// chunk before [DONE].
+type chatEncoder struct {
+	w            *sseWriter
+	id, model    string
+	created      int64
+	includeUsage bool
+	roleSent     bool
+	details      *detailsRenderer // the "details" rendering, when asked
+	// Content deltas are most of a stream: they are framed from a prefix
+	// and suffix encoded once, with only the text encoded per chunk.
+	prefix, suffix []byte
+}
+
+var _ encoder = (*chatEncoder)(nil)
+
+func newChatEncoder(w *sseWriter, wire *chatRequest, traceID, render string) *chatEncoder {
+	e := &chatEncoder{w: w, id: completionID(traceID), model: wire.Model, created: time.Now().Unix(),
+		includeUsage: wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage}
 	if render == config.RenderDetails {
-		details = newDetailsRenderer()
+		e.details = newDetailsRenderer()
 	}
-	start := func() {
-		sse.start(func(h http.Header) { h.Set("X-Chain-Mode", mode) })
-	}
-	send := func(ch *chunk) error {
-		b, err := marshal(ch)
-		if err != nil {
-			return err
-		}
-		return sse.data(b)
-	}
-	// Content deltas are most of a stream: they are framed from a prefix and
-	// suffix encoded once, with only the text encoded per chunk.
-	prefix, suffix := contentFrame(id, model, created)
-	content := func(text, reasoning string) error {
-		start()
-		if roleSent && reasoning == "" && text != "" {
-			sse.buf = append(sse.buf, "data: "...)
-			sse.buf = append(sse.buf, prefix...)
-			sse.buf = appendJSONString(sse.buf, text)
-			sse.buf = append(sse.buf, suffix...)
-			sse.buf = append(sse.buf, '\n', '\n')
-			return sse.flush()
-		}
-		d := delta{ReasoningContent: reasoning}
-		if text != "" || !roleSent {
-			d.Content = &text
-		}
-		if !roleSent {
-			d.Role = "assistant"
-			roleSent = true
-		}
-		return send(newChunk(id, model, created, d, nil))
-	}
-	onEvent := func(ev chain.Event) error {
-		if details != nil {
-			if head := details.event(ev); head != "" {
-				if err := content(head, ""); err != nil {
-					return err
-				}
-			}
-		}
-		switch ev.Kind {
-		case chain.EventClassified:
-			mode = ev.Mode
-		case chain.EventStageStart:
-			where = "stage " + ev.Node + " starting"
-			if mode == chain.ModeReflexive {
-				start()
-				return sse.comment(where)
-			}
-		case chain.EventTurn:
-			where = "stage " + ev.Node + " turn " + itoa(ev.Turn)
-			if sse.started {
-				return sse.comment(where)
-			}
-		case chain.EventDelta:
-			return content(ev.Content, ev.Reasoning)
-		}
-		return nil
-	}
-	onTick := func() error {
-		start()
-		return sse.comment(where)
-	}
-	res, err := s.drive(c.Request.Context(), req, sse, onEvent, onTick)
+	e.prefix, e.suffix = contentFrame(e.id, e.model, e.created)
+	return e
+}
+
+func (e *chatEncoder) send(ch *chunk) error {
+	b, err := marshal(ch)
 	if err != nil {
-		if !sse.started {
-			s.fail(c, err)
-			return nil, nil, err
-		}
-		// The 200 is out: end the stream with an error chunk, then [DONE].
-		_, obj := s.statusFor(err)
-		if b, merr := json.Marshal(errorBody{Error: obj}); merr == nil {
-			_ = sse.data(b)
-		}
-		_ = sse.data([]byte("[DONE]"))
-		return nil, nil, err
+		return err
 	}
-	if !roleSent {
-		if err := content("", ""); err != nil {
-			return res, nil, err
+	return e.w.data(b)
+}
+
+func (e *chatEncoder) content(text, reasoning string) error {
+	e.w.start()
+	if e.roleSent && reasoning == "" && text != "" {
+		w := e.w
+		w.buf = append(w.buf, "data: "...)
+		w.buf = append(w.buf, e.prefix...)
+		w.buf = appendJSONString(w.buf, text)
+		w.buf = append(w.buf, e.suffix...)
+		w.buf = append(w.buf, '\n', '\n')
+		return w.flush()
+	}
+	d := delta{ReasoningContent: reasoning}
+	if text != "" || !e.roleSent {
+		d.Content = &text
+	}
+	if !e.roleSent {
+		d.Role = "assistant"
+		e.roleSent = true
+	}
+	return e.send(newChunk(e.id, e.model, e.created, d, nil))
+}
+
+func (e *chatEncoder) event(ev chain.Event) error {
+	if e.details != nil {
+		if head := e.details.event(ev); head != "" {
+			if err := e.content(head, ""); err != nil {
+				return err
+			}
+		}
+	}
+	if ev.Kind == chain.EventDelta {
+		return e.content(ev.Content, ev.Reasoning)
+	}
+	return nil
+}
+
+func (e *chatEncoder) keepalive(where string) error {
+	e.w.start()
+	return e.w.comment(where)
+}
+
+func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
+	if !e.roleSent {
+		if err := e.content("", ""); err != nil {
+			return err
 		}
 	}
 	if len(res.Message.ToolCalls) > 0 {
-		if err := send(newChunk(id, model, created, delta{ToolCalls: wireCalls(res.Message.ToolCalls, true)}, nil)); err != nil {
-			return res, nil, err
+		if err := e.send(newChunk(e.id, e.model, e.created, delta{ToolCalls: wireCalls(res.Message.ToolCalls, true)}, nil)); err != nil {
+			return err
 		}
 	}
-	last := newChunk(id, model, created, delta{}, strptr(res.FinishReason))
-	if includeUsage {
-		if err := send(last); err != nil {
-			return res, nil, err
+	last := newChunk(e.id, e.model, e.created, delta{}, strptr(res.FinishReason))
+	if e.includeUsage {
+		if err := e.send(last); err != nil {
+			return err
 		}
 		u := res.Trace.Usage()
-		last = &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model, Choices: []chunkChoice{}, Usage: &u}
+		last = &chunk{ID: e.id, Object: "chat.completion.chunk", Created: e.created, Model: e.model, Choices: []chunkChoice{}, Usage: &u}
 	}
 	// The last chunk carries the trace.
-	respTrace, traceJSON, err := encodeTrace(&res.Trace)
-	if err != nil {
-		return res, nil, fmt.Errorf("encoding the trace: %w", err)
-	}
 	b, err := marshal(last)
 	if err != nil {
-		return res, nil, err
+		return err
 	}
-	sse.hold = true // one write for the last chunk and [DONE]
-	_ = sse.data(withChain(b, respTrace))
-	sse.hold = false
-	return res, traceJSON, sse.data([]byte("[DONE]"))
+	e.w.hold = true // one write for the last chunk and [DONE]
+	_ = e.w.data(withChain(b, trace))
+	e.w.hold = false
+	return e.w.data([]byte("[DONE]"))
+}
+
+// abort ends the stream with an error chunk, then [DONE].
+func (e *chatEncoder) abort(_ int, obj errorObject) {
+	if b, merr := json.Marshal(errorBody{Error: obj}); merr == nil {
+		_ = e.w.data(b)
+	}
+	_ = e.w.data([]byte("[DONE]"))
 }
 
 func asFailure(err error) *chain.Failure {

@@ -26,6 +26,16 @@ type errorObject struct {
 	Chain   *chain.Trace `json:"chain,omitempty"`
 }
 
+// ollamaErrorBody is Ollama's error shape, which its clients read on every
+// /api/ path: {"error": "…"}.
+type ollamaErrorBody struct {
+	Error string `json:"error"`
+}
+
+// ollamaPath reports whether path is one of Ollama's API, whose errors take
+// Ollama's shape.
+func ollamaPath(path string) bool { return strings.HasPrefix(path, "/api/") }
+
 // httpError is an error the HTTP layer produced itself with a fixed answer.
 type httpError struct {
 	status  int

@@ -1,5 +1,6 @@
 // Package web is the HTTP layer: an OpenAI-compatible API
-// (/v1/chat/completions, /v1/models), the design's /chat endpoint with its
+// (/v1/chat/completions, /v1/responses, /v1/models), Ollama's API (/api/chat,
+// /api/generate, /api/tags, /api/show, …), the design's /chat endpoint with its
 // live event stream, health and readiness, metrics, and the embedded cockpit
 // page. It is the only package that imports gin; it turns requests into
 // chain.RunRequests and chain results and errors into HTTP.
@@ -84,11 +85,14 @@ type Server struct {
 	models    []byte // the /v1/models body, static for the process
 	// model is each listed model's GET /v1/models/{id} body.
 	model map[string][]byte
+	// started is when the server was built: the modified time Ollama's
+	// model listings show.
+	started time.Time
 }
 
 // New builds the server's handler tree.
 func New(o Options) *Server {
-	s := &Server{cfg: o.Config, engine: o.Engine, traces: o.Traces, log: o.Logger, metrics: o.Metrics, keepalive: o.Keepalive, logPrompts: o.LogPrompts}
+	s := &Server{started: time.Now().UTC(), cfg: o.Config, engine: o.Engine, traces: o.Traces, log: o.Logger, metrics: o.Metrics, keepalive: o.Keepalive, logPrompts: o.LogPrompts}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -122,12 +126,25 @@ func New(o Options) *Server {
 
 	api := r.Group("/", s.auth)
 	api.POST("/v1/chat/completions", s.chatCompletions)
+	api.POST("/v1/responses", s.responses)
+	api.GET("/v1/responses/:id", s.getResponse)
 	api.GET("/v1/models", s.listModels)
 	// Model ids hold slashes (chain/auto): the id is the rest of the path.
 	api.GET("/v1/models/*id", s.getModel)
 	api.GET("/v1/chain/traces", s.listTraces)
 	api.GET("/v1/chain/traces/:id", s.getTrace)
+	// Ollama's own API, for the clients that speak only it (ollama run,
+	// Open WebUI's Ollama mode, ollama-js, editor plugins).
+	api.POST("/api/chat", s.ollamaChat)
+	api.POST("/api/generate", s.ollamaGenerate)
+	api.POST("/api/show", s.ollamaShow)
+	api.POST("/api/pull", s.ollamaPull)
+	api.GET("/api/tags", s.ollamaTags)
+	api.GET("/api/ps", s.ollamaPs)
+	api.GET("/api/version", s.ollamaVersionHandler)
 	api.POST("/chat", s.chat)
+	// Ollama's clients check that the server is up with HEAD / first.
+	r.HEAD("/", func(c *gin.Context) { c.Status(http.StatusOK) })
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	// /readyz and /metrics show the topology and traffic: behind the key
 	// unless server.public_metrics.
@@ -181,7 +198,8 @@ func (s *Server) statusFor(err error) (int, errorObject) {
 	return status, obj
 }
 
-// fail writes err as OpenAI error JSON with its status.
+// fail writes err as OpenAI error JSON with its status, or in Ollama's
+// shape on Ollama's paths.
 func (s *Server) fail(c *gin.Context, err error) {
 	status, obj := s.statusFor(err)
 	if status == StatusClientClosed {
@@ -198,6 +216,12 @@ func (s *Server) fail(c *gin.Context, err error) {
 	}
 	if status >= 500 {
 		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
+	}
+	if ollamaPath(c.Request.URL.Path) {
+		// Ollama's clients read {"error": "…"}; an OpenAI error object
+		// there would reach their users as raw JSON.
+		c.JSON(status, ollamaErrorBody{Error: obj.Message})
+		return
 	}
 	c.JSON(status, errorBody{Error: obj})
 }
@@ -373,7 +397,7 @@ func (s *Server) listTraces(c *gin.Context) {
 	sub := s.hub.subscribe(who, all)
 	defer s.hub.unsubscribe(sub)
 	sse := newSSE(c.Writer)
-	sse.start(nil)
+	sse.start()
 	send := func(sums []traceSummary) error {
 		for i := range sums {
 			b, err := marshal(&sums[i])

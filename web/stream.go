@@ -11,12 +11,19 @@ import (
 	"chainproxy/chain"
 )
 
-// sseWriter writes Server-Sent Events on the handler's goroutine, flushing
-// each one so it reaches the client as it happens.
+// sseWriter writes a streamed answer on the handler's goroutine, flushing
+// each write so it reaches the client as it happens: Server-Sent Events
+// (data, event, comment) for the OpenAI fronts, newline-delimited JSON
+// (line) for Ollama's.
 type sseWriter struct {
 	w       gin.ResponseWriter
 	rc      *http.ResponseController
 	started bool
+	// contentType is the stream's media type: text/event-stream unless set.
+	contentType string
+	// header, when set, adds the front's headers as the 200 goes out: the
+	// driver names the run's mode there.
+	header func(http.Header)
 	// last is when a line last went out: keepalives are due a full
 	// interval after it, whatever was written.
 	last time.Time
@@ -39,19 +46,22 @@ func newSSE(w gin.ResponseWriter) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w)}
 }
 
-// start commits the 200 and the event-stream headers.
-func (s *sseWriter) start(extra func(http.Header)) {
+// start commits the 200 and the stream's headers.
+func (s *sseWriter) start() {
 	if s.started {
 		return
 	}
 	s.started = true
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	if s.contentType == "" {
+		s.contentType = "text/event-stream"
+	}
+	h.Set("Content-Type", s.contentType)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
-	if extra != nil {
-		extra(h)
+	if s.header != nil {
+		s.header(h)
 	}
 	s.w.WriteHeader(http.StatusOK)
 }
@@ -93,6 +103,13 @@ func (s *sseWriter) event(name string, payload []byte) error {
 	s.buf = append(s.buf, "\ndata: "...)
 	s.buf = append(s.buf, payload...)
 	s.buf = append(s.buf, '\n', '\n')
+	return s.flush()
+}
+
+// line writes one NDJSON object: payload and a newline.
+func (s *sseWriter) line(payload []byte) error {
+	s.buf = append(s.buf, payload...)
+	s.buf = append(s.buf, '\n')
 	return s.flush()
 }
 

@@ -285,6 +285,7 @@ func ToChatRequest(req *chain.Request) (*api.ChatRequest, error) {
 		Stream:   &stream,
 		Messages: make([]api.Message, 0, len(req.Messages)),
 		Options:  options(req.Params),
+		Format:   req.Params.Format,
 	}
 	var toolNames map[string]string // call ID → tool name
 	for _, m := range req.Messages {

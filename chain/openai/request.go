@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -16,17 +17,18 @@ import (
 // marshalers also drop the content of a tool message when it is empty,
 // which OpenAI refuses, and its float32 temperature cannot say 0 (omitempty).
 type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []message      `json:"messages"`
-	Tools               []tool         `json:"tools,omitempty"`
-	Temperature         *float64       `json:"temperature,omitempty"`
-	TopP                *float64       `json:"top_p,omitempty"`
-	MaxTokens           int            `json:"max_tokens,omitempty"`
-	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
-	Stop                []string       `json:"stop,omitempty"`
-	Seed                *int64         `json:"seed,omitempty"`
-	Stream              bool           `json:"stream,omitempty"`
-	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
+	Model               string          `json:"model"`
+	Messages            []message       `json:"messages"`
+	Tools               []tool          `json:"tools,omitempty"`
+	Temperature         *float64        `json:"temperature,omitempty"`
+	TopP                *float64        `json:"top_p,omitempty"`
+	MaxTokens           int             `json:"max_tokens,omitempty"`
+	MaxCompletionTokens int             `json:"max_completion_tokens,omitempty"`
+	Stop                []string        `json:"stop,omitempty"`
+	Seed                *int64          `json:"seed,omitempty"`
+	Stream              bool            `json:"stream,omitempty"`
+	StreamOptions       *streamOptions  `json:"stream_options,omitempty"`
+	ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
 }
 
 type streamOptions struct {
@@ -119,6 +121,7 @@ func newChatRequest(req *chain.Request) *chatRequest {
 	}
 	p := req.Params
 	out.Temperature, out.TopP, out.Stop, out.Seed = p.Temperature, p.TopP, p.Stop, p.Seed
+	out.ResponseFormat = responseFormat(p.Format)
 	if p.MaxTokens != nil {
 		if reasoningModel(req.Model) {
 			out.MaxCompletionTokens = *p.MaxTokens
@@ -129,4 +132,20 @@ func newChatRequest(req *chain.Request) *chatRequest {
 		}
 	}
 	return out
+}
+
+// responseFormat is Ollama's format as OpenAI's response_format: "json" is
+// JSON mode, a schema object a json_schema format; anything else is unset.
+func responseFormat(format json.RawMessage) json.RawMessage {
+	f := bytes.TrimSpace(format)
+	switch {
+	case len(f) == 0 || string(f) == "null" || string(f) == `""`:
+		return nil
+	case string(f) == `"json"`:
+		return json.RawMessage(`{"type":"json_object"}`)
+	case f[0] == '{':
+		b, _ := json.Marshal(map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": "format", "schema": json.RawMessage(f)}})
+		return b
+	}
+	return nil
 }

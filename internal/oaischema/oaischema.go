@@ -62,7 +62,7 @@ var loaded struct {
 // Validate checks that body is JSON valid against the named schema of
 // components.schemas ("CreateChatCompletionResponse",
 // "CreateChatCompletionStreamResponse", "ErrorResponse",
-// "ListModelsResponse", …) and reports every violation with t.Errorf.
+// "ListModelsResponse", "Response", "ResponseStreamEvent", …) and reports every violation with t.Errorf.
 //
 // An unknown schema name is a fatal error.
 func Validate(t testing.TB, schemaName string, body []byte) {
@@ -132,6 +132,7 @@ func load() {
 	for name, s := range schemas {
 		loaded.names[name] = true
 		schemas[name] = rewriteNullable(s)
+		rewriteRecursive(schemas[name], name)
 	}
 	// Only components.schemas is handed to the compiler: the compiler checks
 	// the resource's root against the meta-schema, and paths, examples and
@@ -177,6 +178,28 @@ var (
 //
 // It also turns numeric bounds the YAML decoder left as strings into numbers.
 // It modifies maps in place and returns the schema to store.
+// rewriteRecursive replaces the draft 2019-09 keywords that a few Responses
+// schemas use (CompoundFilter: $recursiveAnchor: true on the component,
+// $recursiveRef: "#" inside it), which a 2020-12 compiler refuses, by what
+// they mean there: a $ref to the enclosing component.
+func rewriteRecursive(s any, component string) {
+	switch v := s.(type) {
+	case map[string]any:
+		delete(v, "$recursiveAnchor")
+		if r, ok := v["$recursiveRef"]; ok && r == "#" {
+			delete(v, "$recursiveRef")
+			v["$ref"] = "#/components/schemas/" + component
+		}
+		for _, sub := range v {
+			rewriteRecursive(sub, component)
+		}
+	case []any:
+		for _, sub := range v {
+			rewriteRecursive(sub, component)
+		}
+	}
+}
+
 func rewriteNullable(s any) any {
 	m, ok := s.(map[string]any)
 	if !ok {

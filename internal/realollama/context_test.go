@@ -213,14 +213,15 @@ func TestContextFits(t *testing.T) {
 	}
 
 	// An agent's exchange: one question, then four tool calls whose
-	// results (8 KB each) outgrow the window, sent back with the client's
-	// tools. Every older result is shortened, the question stays.
+	// results (700 bytes each: as many tokens with this tokenizer) outgrow
+	// the window, sent back with the client's tools. The older results are
+	// shortened, the question stays.
 	msgs := []map[string]any{{"role": "user", "content": "List the files of the project and explain what each one does."}}
 	for i := 1; i <= 4; i++ {
 		id := fmt.Sprintf("call_%d", i)
 		msgs = append(msgs,
 			map[string]any{"role": "assistant", "content": "", "tool_calls": []map[string]any{{"id": id, "type": "function", "function": map[string]any{"name": "read_file", "arguments": fmt.Sprintf(`{"path":"file%d.go"}`, i)}}}},
-			map[string]any{"role": "tool", "tool_call_id": id, "content": strings.Repeat(fmt.Sprintf("line of file%d.go\n", i), 450)})
+			map[string]any{"role": "tool", "tool_call_id": id, "content": strings.Repeat(fmt.Sprintf("line of file%d.go\n", i), 40)})
 	}
 	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "read_file", "parameters": map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}}}}}
 	before = len(f.ollama.Log())

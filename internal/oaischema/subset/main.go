@@ -29,6 +29,9 @@ var roots = []string{
 	"CreateChatCompletionStreamResponse",
 	"ErrorResponse",
 	"ListModelsResponse",
+	"CreateResponse",
+	"Response",
+	"ResponseStreamEvent",
 }
 
 const refPrefix = "#/components/schemas/"

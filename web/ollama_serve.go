@@ -1,0 +1,352 @@
+package web
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/ollama/ollama/api"
+	"github.com/ollama/ollama/types/model"
+
+	"chainproxy/chain"
+)
+
+// ollamaVersion is the Ollama API version the proxy speaks: clients that
+// check the server's version (the ollama CLI warns on a mismatch) see the
+// one whose routes and types it follows.
+const ollamaVersion = "0.17.4"
+
+// ndjson is the media type of Ollama's streams.
+const ndjson = "application/x-ndjson"
+
+// ollamaChat serves POST /api/chat.
+func (s *Server) ollamaChat(c *gin.Context) { s.ollamaRun(c, false) }
+
+// ollamaGenerate serves POST /api/generate: a prompt without history.
+func (s *Server) ollamaGenerate(c *gin.Context) { s.ollamaRun(c, true) }
+
+// resolveOllama resolves an Ollama model name: as given, else without the
+// ":latest" tag Ollama's clients may add to a name without one.
+func (s *Server) resolveOllama(name string) (string, chain.Route, error) {
+	route, err := s.engine.Resolve(name)
+	if err != nil {
+		if base, ok := strings.CutSuffix(name, ":latest"); ok {
+			if r, err2 := s.engine.Resolve(base); err2 == nil {
+				return base, r, nil
+			}
+		}
+	}
+	return name, route, err
+}
+
+func (s *Server) ollamaRun(c *gin.Context, generate bool) {
+	start := time.Now()
+	traceID := newTraceID()
+	c.Set("req_id", traceID)
+	path := c.FullPath()
+	body, err := s.readBody(c)
+	if err != nil {
+		s.reject(c, "body", err)
+		return
+	}
+	wire, err := decodeOllamaRequest(body, generate)
+	if err == nil {
+		err = checkOllamaLimits(wire, s.cfg.Server.MaxMessages)
+	}
+	if err != nil {
+		s.reject(c, "invalid request", err)
+		return
+	}
+	name := wire.Model
+	var route chain.Route
+	if wire.Model, route, err = s.resolveOllama(wire.Model); err != nil {
+		s.reject(c, "model", err)
+		return
+	}
+	stream := wire.Stream == nil || *wire.Stream
+	if len(wire.Messages) == 0 {
+		// Ollama loads the model and answers done_reason "load": clients
+		// (ollama run) send this to warm a model up. Nothing to load here.
+		c.JSON(http.StatusOK, ollamaChatChunk{Model: name, CreatedAt: time.Now().UTC(), Response: ptrIf(generate, ""),
+			Message: ptrIf(!generate, ollamaMessage{Role: "assistant"}), Done: true, DoneReason: "load"})
+		return
+	}
+	req := wire.toRunRequest()
+	req.TraceID = traceID
+	if !route.Relay() {
+		req.Conversation = conversationKey(c, "", req.Messages)
+	}
+	if err := applyHeaders(c, req); err != nil {
+		s.reject(c, "headers", err)
+		return
+	}
+	c.Header("X-Chain-Trace-Id", traceID)
+	enc := &ollamaEncoder{model: name, generate: generate, thinking: wire.think == nil || *wire.think, start: start}
+	fail := func(err error) { s.fail(c, err) }
+	var (
+		res       *chain.Result
+		traceJSON []byte
+	)
+	if stream {
+		enc.w = newSSE(c.Writer)
+		enc.w.contentType = ndjson
+		res, traceJSON, err = s.streamRun(c, req, enc.w, enc, fail)
+	} else {
+		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+			ch := enc.chunk(res.Message.Content, res.Message.Reasoning)
+			ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(start))
+			enc.setCalls(&ch, res.Message.ToolCalls)
+			b, err := marshal(&ch)
+			return withChain(b, trace), err
+		}, fail)
+	}
+	s.finish(c, path, traceID, start, res, traceJSON, err)
+}
+
+func ptrIf[T any](ok bool, v T) *T {
+	if !ok {
+		return nil
+	}
+	return &v
+}
+
+// ollamaEncoder writes a run as Ollama's NDJSON stream: one object per
+// delta, the tool calls whole in an object of their own, then the done
+// object with Ollama's counters and the trace.
+type ollamaEncoder struct {
+	w        *sseWriter
+	model    string
+	generate bool // /api/generate: "response" rather than "message"
+	thinking bool // the client did not turn thinking off
+	start    time.Time
+}
+
+var _ encoder = (*ollamaEncoder)(nil)
+
+func (e *ollamaEncoder) chunk(content, thinking string) ollamaChatChunk {
+	if !e.thinking {
+		thinking = ""
+	}
+	ch := ollamaChatChunk{Model: e.model, CreatedAt: time.Now().UTC()}
+	if e.generate {
+		ch.Response, ch.Thinking = &content, thinking
+	} else {
+		ch.Message = &ollamaMessage{Role: "assistant", Content: content, Thinking: thinking}
+	}
+	return ch
+}
+
+func (e *ollamaEncoder) setCalls(ch *ollamaChatChunk, calls []chain.ToolCall) {
+	if len(calls) == 0 {
+		return
+	}
+	if e.generate {
+		ch.ToolCalls = ollamaCalls(calls)
+	} else {
+		ch.Message.ToolCalls = ollamaCalls(calls)
+	}
+}
+
+func (e *ollamaEncoder) send(ch *ollamaChatChunk) error {
+	b, err := marshal(ch)
+	if err != nil {
+		return err
+	}
+	e.w.start()
+	return e.w.line(b)
+}
+
+func (e *ollamaEncoder) event(ev chain.Event) error {
+	if ev.Kind != chain.EventDelta || ev.Content == "" && (ev.Reasoning == "" || !e.thinking) {
+		return nil
+	}
+	ch := e.chunk(ev.Content, ev.Reasoning)
+	return e.send(&ch)
+}
+
+// keepalive writes an object with empty content: NDJSON has no comment
+// line, and Ollama's clients decode every line, printing nothing for it.
+func (e *ollamaEncoder) keepalive(string) error {
+	ch := e.chunk("", "")
+	return e.send(&ch)
+}
+
+func (e *ollamaEncoder) end(res *chain.Result, trace []byte) error {
+	if len(res.Message.ToolCalls) > 0 {
+		ch := e.chunk("", "")
+		e.setCalls(&ch, res.Message.ToolCalls)
+		if err := e.send(&ch); err != nil {
+			return err
+		}
+	}
+	ch := e.chunk("", "")
+	ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(e.start))
+	b, err := marshal(&ch)
+	if err != nil {
+		return err
+	}
+	e.w.start()
+	return e.w.line(withChain(b, trace))
+}
+
+// abort ends the stream with Ollama's mid-stream error line, which its
+// clients return as the call's error.
+func (e *ollamaEncoder) abort(_ int, obj errorObject) {
+	if b, merr := json.Marshal(ollamaErrorBody{Error: obj.Message}); merr == nil {
+		_ = e.w.line(b)
+	}
+}
+
+// ollamaModels are the models Ollama's listing shows: the chain's, then
+// each node by name and by model name, as /v1/models lists them.
+func (s *Server) ollamaModels() []string {
+	names := []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive}
+	for _, n := range s.cfg.Nodes {
+		if !slices.Contains(names, n.Name) {
+			names = append(names, n.Name)
+		}
+	}
+	for _, n := range s.cfg.Nodes {
+		if !slices.Contains(names, n.Model) {
+			names = append(names, n.Model)
+		}
+	}
+	return names
+}
+
+// ollamaDetails describes a model: the chain's models are of family
+// "chain"; a node's is its provider's.
+func (s *Server) ollamaDetails(name string) api.ModelDetails {
+	d := api.ModelDetails{Format: "chain", Family: "chain", Families: []string{"chain"}}
+	route, err := s.engine.Resolve(name)
+	if err == nil && route.Node != "" {
+		for _, n := range s.cfg.Nodes {
+			if n.Name == route.Node {
+				d.Format, d.Family, d.Families = n.Provider, n.Provider, []string{n.Provider}
+			}
+		}
+	}
+	return d
+}
+
+func digest(name string) string {
+	h := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(h[:])
+}
+
+// ollamaTags serves GET /api/tags.
+func (s *Server) ollamaTags(c *gin.Context) {
+	list := api.ListResponse{Models: []api.ListModelResponse{}}
+	for _, name := range s.ollamaModels() {
+		list.Models = append(list.Models, api.ListModelResponse{Name: name, Model: name, ModifiedAt: s.started, Digest: digest(name), Details: s.ollamaDetails(name)})
+	}
+	c.JSON(http.StatusOK, list)
+}
+
+// ollamaPs serves GET /api/ps. The proxy loads no model itself: it lists
+// what it serves, as loaded, so that clients polling it see the chain.
+func (s *Server) ollamaPs(c *gin.Context) {
+	list := api.ProcessResponse{Models: []api.ProcessModelResponse{}}
+	for _, name := range s.ollamaModels() {
+		list.Models = append(list.Models, api.ProcessModelResponse{Name: name, Model: name, Digest: digest(name), Details: s.ollamaDetails(name)})
+	}
+	c.JSON(http.StatusOK, list)
+}
+
+// ollamaShowRequest is api.ShowRequest's name fields: model, or the
+// deprecated name the ollama CLI still sends.
+type ollamaShowRequest struct {
+	Model string `json:"model"`
+	Name  string `json:"name"`
+}
+
+// ollamaShow serves POST /api/show: a model's details and capabilities.
+// A node's capabilities are those its server reported; the chain's models
+// take tools and pass on thinking when a node thinks, and take no images.
+func (s *Server) ollamaShow(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		s.reject(c, "body", err)
+		return
+	}
+	var in ollamaShowRequest
+	if err := unmarshal(body, &in); err != nil {
+		s.reject(c, "invalid request", invalid("", "invalid JSON in request body: %v", err))
+		return
+	}
+	name := in.Model
+	if name == "" {
+		name = in.Name
+	}
+	resolved, route, err := s.resolveOllama(name)
+	if err != nil {
+		s.reject(c, "model", err)
+		return
+	}
+	caps := []model.Capability{model.CapabilityCompletion, model.CapabilityTools}
+	if route.Node != "" {
+		if known, ok := s.engine.Capabilities(route.Node); ok {
+			caps = caps[:0]
+			for _, k := range known {
+				if k != string(model.CapabilityVision) { // images do not pass the chain
+					caps = append(caps, model.Capability(k))
+				}
+			}
+		}
+	} else {
+		for _, n := range s.cfg.Nodes {
+			if known, _ := s.engine.Capabilities(n.Name); slices.Contains(known, string(model.CapabilityThinking)) {
+				caps = append(caps, model.CapabilityThinking)
+				break
+			}
+		}
+	}
+	c.JSON(http.StatusOK, api.ShowResponse{
+		Details:      s.ollamaDetails(resolved),
+		ModelInfo:    map[string]any{"general.architecture": "chain", "general.name": resolved},
+		Capabilities: caps,
+		ModifiedAt:   s.started,
+	})
+}
+
+// ollamaPull serves POST /api/pull: a model the proxy serves is there
+// already; any other is refused, since the proxy does not manage models.
+func (s *Server) ollamaPull(c *gin.Context) {
+	body, err := s.readBody(c)
+	if err != nil {
+		s.reject(c, "body", err)
+		return
+	}
+	var in struct {
+		ollamaShowRequest
+		Stream *bool `json:"stream"`
+	}
+	if err := unmarshal(body, &in); err != nil {
+		s.reject(c, "invalid request", invalid("", "invalid JSON in request body: %v", err))
+		return
+	}
+	name := in.Model
+	if name == "" {
+		name = in.Name
+	}
+	if _, _, err := s.resolveOllama(name); err != nil {
+		s.reject(c, "model", invalid("model", "model %q is not served by this proxy, which does not manage models: pull it on a node's Ollama and add the node to the configuration", name))
+		return
+	}
+	b, _ := json.Marshal(api.ProgressResponse{Status: "success"})
+	if in.Stream == nil || *in.Stream {
+		c.Data(http.StatusOK, ndjson, append(b, '\n'))
+		return
+	}
+	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+}
+
+// ollamaVersionHandler serves GET /api/version.
+func (s *Server) ollamaVersionHandler(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"version": ollamaVersion})
+}
