@@ -292,3 +292,39 @@ func TestTraceHubKeepsTheLast(t *testing.T) {
 		t.Errorf("list = %d chains from %s to %s, want %d from 3", len(got), got[0].TraceID, got[len(got)-1].TraceID, traceListCap)
 	}
 }
+
+// TestTraceListEveryFront: a chain is listed whichever API front started
+// it, with the client that sent it.
+func TestTraceListEveryFront(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	fronts := []struct{ path, body string }{
+		{"/v1/chat/completions", `{"model":"chain/simple","messages":[{"role":"user","content":"from chat completions"}]}`},
+		{"/v1/responses", `{"model":"chain/simple","input":"from responses"}`},
+		{"/api/chat", `{"model":"chain/simple","stream":false,"messages":[{"role":"user","content":"from ollama"}]}`},
+		{"/chat", `{"message":"from the cockpit","mode":"simple"}`},
+	}
+	var want []string
+	for _, f := range fronts {
+		resp := s.post(t, f.path, f.body, "User-Agent", "client-of"+f.path)
+		readAll(t, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: status %d", f.path, resp.StatusCode)
+		}
+		want = append(want, "client-of"+f.path)
+	}
+	resp := get(t, s.URL+"/v1/chain/traces")
+	var l traceList
+	if err := json.Unmarshal(readAll(t, resp.Body), &l); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sum := range l.Data {
+		got = append(got, sum.Client)
+		if sum.Status != "ok" || sum.Question == "" {
+			t.Errorf("%s: status %q, question %q, want ok and the question", sum.Client, sum.Status, sum.Question)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("listed clients = %q, want %q", got, want)
+	}
+}
