@@ -166,7 +166,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 			kept = append(kept, c)
 			continue
 		}
-		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments)}
+		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Client: true, StartMS: time.Since(r.t0).Milliseconds()}
 		sig, ok := idf.hash(c)
 		switch {
 		case s.stop != "":
@@ -243,6 +243,9 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		}
 		u := &s.st.ToolsUsed[p.Use]
 		u.Status = ToolOK
+		// The round trip: from the call passed to the client to its
+		// result, in the chain's first request's time (resume).
+		u.DurationMS = time.Since(r.t0).Milliseconds() - u.StartMS
 		if clientError(res) {
 			u.Status = ToolError
 		}

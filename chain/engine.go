@@ -103,6 +103,9 @@ type Engine struct {
 	windows     windows
 	// redact masks configured secrets in what the chain writes.
 	redact redact.Redactor
+	// watcher sees every run's events (SetWatcher); a pointer, so that
+	// setting it never races with the runs reading it.
+	watcher atomic.Pointer[Watcher]
 }
 
 // New builds an Engine over the configured nodes.
@@ -215,7 +218,9 @@ type RunRequest struct {
 	// Caller is a fixed-length, non-secret identity of who sent the request
 	// (a hash of its API key; "" without keys). State a run leaves behind
 	// (anti-loop results, resume state, traces) is scoped to it.
-	Caller   string
+	Caller string
+	// Client is the caller's User-Agent, for the cockpit's list of traces.
+	Client   string
 	Messages []Message
 	// ClientTools are tools the client executes itself.
 	ClientTools []Tool
@@ -270,6 +275,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	if emit == nil {
 		r.emit = func(Event) error { return nil }
 	}
+	r.emit = e.watched(req, r.emit)
 	var note string
 	if !route.Relay() {
 		var st *resumeState

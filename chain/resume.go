@@ -37,9 +37,13 @@ type resumeState struct {
 	Left  int   `json:"left"`
 	Trace Trace `json:"trace"`
 	// Messages is the conversation as the chain first received it.
-	Messages []Message    `json:"messages"`
-	Cur      savedStage   `json:"cur"`
-	Done     []savedStage `json:"done"`
+	Messages []Message `json:"messages"`
+	// T0 is when the chain's first request started, in Unix milliseconds:
+	// a resumed chain's trace times go on from it, so the client's wait
+	// shows as a gap on its timeline.
+	T0   int64        `json:"t0,omitempty"`
+	Cur  savedStage   `json:"cur"`
+	Done []savedStage `json:"done"`
 }
 
 type savedStage struct {
@@ -138,7 +142,7 @@ func (r *run) save(ctx context.Context, s *stage, done []*stage, cfgIdx int) {
 	if r.e.resume == nil || len(s.awaiting) == 0 {
 		return
 	}
-	st := resumeState{Version: resumeVersion, Stage: cfgIdx, Left: r.left, Trace: r.trace, Messages: r.req.Messages, Cur: saveStage(s, true)}
+	st := resumeState{Version: resumeVersion, Stage: cfgIdx, Left: r.left, Trace: r.trace, Messages: r.req.Messages, T0: r.t0.UnixMilli(), Cur: saveStage(s, true)}
 	for _, sc := range r.e.cfg.Chain.Stages {
 		st.Nodes = append(st.Nodes, sc.Node)
 	}
@@ -226,6 +230,9 @@ func (r *run) sameStages(st *resumeState) bool {
 // the later stages run.
 func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	results := r.req.Messages
+	if st.T0 > 0 {
+		r.t0 = time.UnixMilli(st.T0)
+	}
 	r.trace = st.Trace
 	r.left = st.Left
 	r.req.Messages = st.Messages

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
@@ -281,4 +283,45 @@ chain:
 	if got, want := stagesOf(res.Trace), "OL1:stopped_budget[get_weather:ok,get_weather:ok] M1:ok[] M2:ok[]"; got != want || res.Trace.Turns != 4 || trips != 2 {
 		t.Errorf("after %d round trips: %s, %d turns; want 2 round trips, %s, 4 turns", trips, got, res.Trace.Turns, want)
 	}
+}
+
+// TestResumedTraceShowsTheClientWait: a resumed chain's trace keeps the
+// first request's time base, so the client's round trip is a span on its
+// timeline: the client call lasts from the pause to the follow-up, and the
+// resumed turn starts after it (fake time: testing/synctest).
+func TestResumedTraceShowsTheClientWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := resumeHarness(t, store.NewMemory(0, 0))
+		tools := []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}
+		msgs := []chain.Message{{Role: "user", Content: "weather"}}
+		run := func(msgs []chain.Message) *chain.Result {
+			t.Helper()
+			res, err := h.engine.Run(context.Background(), &chain.RunRequest{Model: chain.ModelReflexive, Conversation: "c", Messages: msgs, ClientTools: tools}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		first := run(msgs)
+		const wait = 7 * time.Second // the client runs its tool
+		time.Sleep(wait)
+		msgs = append(msgs, first.Message, chain.Message{Role: "tool", ToolCallID: first.Message.ToolCalls[0].ID, Content: "sunny"})
+		second := run(msgs)
+		ol1 := second.Trace.Stages[0]
+		var weather chain.ToolUse
+		for _, u := range ol1.ToolsUsed {
+			if u.Name == "get_weather" {
+				weather = u
+			}
+		}
+		if !weather.Client || weather.DurationMS < wait.Milliseconds() {
+			t.Errorf("get_weather = client %v, %d ms; want a client call lasting the %v wait", weather.Client, weather.DurationMS, wait)
+		}
+		if n := len(ol1.Calls); n != 2 || ol1.Calls[1].StartMS < weather.StartMS+weather.DurationMS {
+			t.Errorf("OL1 calls = %+v, want the resumed call after the round trip (ends at %d ms)", ol1.Calls, weather.StartMS+weather.DurationMS)
+		}
+		if m1 := second.Trace.Stages[1]; m1.StartMS < wait.Milliseconds() {
+			t.Errorf("M1 starts at %d ms, want after the %v wait", m1.StartMS, wait)
+		}
+	})
 }

@@ -22,6 +22,10 @@ type run struct {
 	left int
 	// streamed is set once answer content went out as EventDelta.
 	streamed bool
+	// turnBreak is owed by a turn whose text went out as EventDelta: the
+	// next turn's streamed text starts with it, a paragraph break, so that
+	// the two are not glued into one sentence.
+	turnBreak string
 	// upstream is the time spent waiting on nodes (queue and calls).
 	upstream time.Duration
 	// whole: nobody watches the run, so answers may come unstreamed.
@@ -104,6 +108,16 @@ type evidence struct {
 }
 
 func (s *stage) answer() string { return strings.Join(s.content, "") }
+
+// final is the text of the stage's answering turn, its last with text: the
+// client's answer. An earlier turn's "Let me look at the workspace." is
+// not part of it (a stream has shown it already, a paragraph apart).
+func (s *stage) final() string {
+	if len(s.content) == 0 {
+		return ""
+	}
+	return s.content[len(s.content)-1]
+}
 
 // output is the stage's text for the trace: its turns' texts with a
 // paragraph break between them, so that "Let me look." and the next turn's
@@ -499,7 +513,8 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		calls              []ToolCall
 		usage              *Usage
 		finish, cut        string
-		sent               bool // whether this call's content reached the client
+		sent               bool   // whether this call's content reached the client
+		shown              string // the last answer text it streamed
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
@@ -555,7 +570,8 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			if live && (show != "" || c.Reasoning != "") {
 				cs.sent = true
 				if show != "" {
-					r.streamed = true
+					show = r.breakTurn(show)
+					r.streamed, cs.shown = true, show
 				}
 				if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: show, Reasoning: c.Reasoning}); err != nil {
 					return err
@@ -617,9 +633,17 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	s.badCall = tc
 	if show := cs.gate.end(text, tc); live && show != "" {
 		r.streamed = true
-		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: show}); err != nil {
+		cs.shown = r.breakTurn(show)
+		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: cs.shown}); err != nil {
 			return Message{}, err
 		}
+	}
+	switch {
+	case cs.shown == "", strings.HasSuffix(cs.shown, "\n\n"):
+	case strings.HasSuffix(cs.shown, "\n"):
+		r.turnBreak = "\n"
+	default:
+		r.turnBreak = "\n\n"
 	}
 	ensureIDs(msg.ToolCalls, r.trace.Turns)
 	s.st.FinishReason = cs.finish
@@ -632,13 +656,24 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	return msg, nil
 }
 
+// breakTurn puts the paragraph break owed to an earlier turn's streamed
+// text before show.
+func (r *run) breakTurn(show string) string {
+	if r.turnBreak == "" {
+		return show
+	}
+	show = r.turnBreak + show
+	r.turnBreak = ""
+	return show
+}
+
 // result builds the client's answer from the answering stage.
 func (r *run) result(s *stage) (*Result, error) {
-	text := s.answer()
+	text := s.final()
 	replaced := s.instead != nil
 	switch {
 	case replaced:
-		text = s.instead.answer()
+		text = s.instead.final()
 	case text == "" && s.stop != StageOK:
 		text, replaced = noAnswer(s), true
 	}

@@ -262,11 +262,11 @@ func TestTextToolCallsAnswering(t *testing.T) {
 	tests := []struct {
 		name  string
 		call  []string
-		shown string // what the client sees of the calling turn
+		shown string // what the client sees of the calling turn, and the break after it
 	}{
-		{"qwen tags", []string{"Let me ", "read it.\n<tool", `_call>{"name": "read_file", "arguments": {"path": "a.txt"}}`, "</tool_call>"}, "Let me read it.\n"},
+		{"qwen tags", []string{"Let me ", "read it.\n<tool", `_call>{"name": "read_file", "arguments": {"path": "a.txt"}}`, "</tool_call>"}, "Let me read it.\n\n"},
 		{"bare json", []string{" {", `"name":"read_file",`, `"arguments":{"path":"a.txt"}}`}, ""},
-		{"design 003", []string{"Reading. [TO", `OL:read_file:{"path":"a.txt"}]`}, "Reading. "},
+		{"design 003", []string{"Reading. [TO", `OL:read_file:{"path":"a.txt"}]`}, "Reading. \n\n"},
 	}
 	const answer = "a.txt holds alpha."
 	for _, tt := range tests {
@@ -281,8 +281,10 @@ func TestTextToolCallsAnswering(t *testing.T) {
 				if got := summarize(run.res.Trace); len(got) != 1 || got[0] != (stageSummary{"ok", "read_file:ok"}) {
 					t.Errorf("stages = %v, want one ok stage that ran read_file", got)
 				}
-				if !strings.HasSuffix(run.res.Message.Content, answer) || strings.Contains(run.res.Message.Content, "read_file") {
-					t.Errorf("reply = %q, want the answer without the call", run.res.Message.Content)
+				// The reply is the answering turn's text: the calling turn's
+				// words were streamed, a paragraph before it.
+				if run.res.Message.Content != answer {
+					t.Errorf("reply = %q, want the answering turn's %q", run.res.Message.Content, answer)
 				}
 				if stream && strings.TrimSpace(run.deltas) != strings.TrimSpace(tt.shown+answer) {
 					t.Errorf("streamed %q, want %q", run.deltas, tt.shown+answer)

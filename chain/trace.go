@@ -93,6 +93,10 @@ type ToolUse struct {
 	Result     string          `json:"result"`
 	StartMS    int64           `json:"start_ms"`
 	DurationMS int64           `json:"duration_ms"`
+	// Client marks a call of one of the client's tools: its duration is
+	// the round trip to the client, from the response that passed it to
+	// the request that brought its result.
+	Client bool `json:"client,omitempty"`
 }
 
 // ModelCall is one call to a stage's node: the time it waited for a slot

@@ -77,6 +77,10 @@ type Server struct {
 	// PublicMetrics serves /metrics and /readyz without a key when
 	// api_keys are set.
 	PublicMetrics bool `yaml:"public_metrics" json:"public_metrics"`
+	// AdminKeys are Bearer keys accepted as api_keys are, that also see
+	// every caller's traces (the cockpit's trace list); an api_key sees
+	// its own. They need api_keys: without keys, every caller sees all.
+	AdminKeys []string `yaml:"admin_keys" json:"admin_keys"`
 }
 
 // Node is one model endpoint: a provider, a base URL and a model name.
@@ -162,8 +166,13 @@ type MockScript struct {
 
 // MockScenario is an alternative script chosen by a word of the request.
 type MockScenario struct {
-	When  string     `yaml:"when" json:"when"`
-	Turns []MockTurn `yaml:"turns" json:"turns"`
+	When string `yaml:"when" json:"when"`
+	// System, when set, also requires the call's system message to
+	// contain it: one node can then answer as a chain stage (whose role
+	// prompt says so) and otherwise in simple mode. A scenario with
+	// neither When nor System never applies.
+	System string     `yaml:"system" json:"system,omitempty"`
+	Turns  []MockTurn `yaml:"turns" json:"turns"`
 }
 
 // MockTurn is one scripted model response.
@@ -528,6 +537,7 @@ func mergeNodes(base, file []Node, replace bool) []Node {
 func (c *Config) clone() *Config {
 	r := *c
 	r.Server.APIKeys = slices.Clone(c.Server.APIKeys)
+	r.Server.AdminKeys = slices.Clone(c.Server.AdminKeys)
 	r.Server.CORSOrigins = slices.Clone(c.Server.CORSOrigins)
 	r.Server.AllowedHosts = slices.Clone(c.Server.AllowedHosts)
 	r.Nodes = slices.Clone(c.Nodes)
@@ -607,6 +617,14 @@ func (c *Config) Validate() error {
 		if k == "" {
 			bad(fmt.Sprintf("server.api_keys[%d]", i), "must not be empty")
 		}
+	}
+	for i, k := range c.Server.AdminKeys {
+		if k == "" {
+			bad(fmt.Sprintf("server.admin_keys[%d]", i), "must not be empty")
+		}
+	}
+	if len(c.Server.AdminKeys) > 0 && len(c.Server.APIKeys) == 0 {
+		bad("server.admin_keys", "needs server.api_keys: without keys there is no authentication, and every caller sees every trace")
 	}
 	if len(c.Nodes) == 0 {
 		bad("nodes", "at least one node is required")
@@ -820,6 +838,10 @@ func (c *Config) Redacted() *Config {
 	r.Server.APIKeys = make([]string, len(c.Server.APIKeys))
 	for i := range r.Server.APIKeys {
 		r.Server.APIKeys[i] = "***"
+	}
+	r.Server.AdminKeys = make([]string, len(c.Server.AdminKeys))
+	for i := range r.Server.AdminKeys {
+		r.Server.AdminKeys[i] = "***"
 	}
 	r.Nodes = slices.Clone(c.Nodes)
 	for i := range r.Nodes {

@@ -137,6 +137,8 @@ func TestValidationErrors(t *testing.T) {
 		{"mcp duplicate name", "tools:\n  mcp:\n    - {name: fs, command: [x]}\n    - {name: fs, url: http://x}\n", `config: tools.mcp[1].name: duplicate server name "fs"`},
 		{"mcp bad url", "tools:\n  mcp:\n    - {name: web, url: ftp://x}\n", `config: tools.mcp[0].url: want an http:// or https:// URL`},
 		{"mcp headers on stdio", "tools:\n  mcp:\n    - {name: fs, command: [x], headers: {A: b}}\n", `config: tools.mcp[0].headers: only apply to a url server`},
+		{"empty admin key", "server:\n  api_keys: [k]\n  admin_keys: [\"\"]\n", `config: server.admin_keys[0]: must not be empty`},
+		{"admin keys without api keys", "server:\n  admin_keys: [boss]\n", `config: server.admin_keys: needs server.api_keys`},
 		{"ignore_blocks with brackets", "classify:\n  ignore_blocks: [ok-name, \"<my-context>\"]\n", `config: classify.ignore_blocks[1]: want a tag name such as "my-context" (letters, digits, - _ . :), got "<my-context>"`},
 		{"empty ignore_blocks name", "classify:\n  ignore_blocks: [\"\"]\n", `config: classify.ignore_blocks[0]: want a tag name`},
 		{"mcp follow_redirects on stdio", "tools:\n  mcp:\n    - {name: fs, command: [x], follow_redirects: same_origin}\n", `config: tools.mcp[0].follow_redirects: only applies to a url server`},
@@ -192,10 +194,10 @@ func TestParseOverMergesNodesByName(t *testing.T) {
 }
 
 func TestRedacted(t *testing.T) {
-	cfg, _ := Parse([]byte("server:\n  api_keys: [k1]\nstore:\n  redis_url: redis://user:pw@host:6379/0\ntools:\n  http: [{name: t, url: http://x, headers: {X-Api-Key: tool-key}}]\n"))
+	cfg, _ := Parse([]byte("server:\n  api_keys: [k1]\n  admin_keys: [boss]\nstore:\n  redis_url: redis://user:pw@host:6379/0\ntools:\n  http: [{name: t, url: http://x, headers: {X-Api-Key: tool-key}}]\n"))
 	r := cfg.Redacted()
-	if r.Server.APIKeys[0] != "***" || strings.Contains(r.Store.RedisURL, "pw") || cfg.Server.APIKeys[0] != "k1" {
-		t.Errorf("redacted = %+v %q", r.Server.APIKeys, r.Store.RedisURL)
+	if r.Server.APIKeys[0] != "***" || r.Server.AdminKeys[0] != "***" || strings.Contains(r.Store.RedisURL, "pw") || cfg.Server.APIKeys[0] != "k1" || cfg.Server.AdminKeys[0] != "boss" {
+		t.Errorf("redacted = %+v %+v %q", r.Server.APIKeys, r.Server.AdminKeys, r.Store.RedisURL)
 	}
 	if got := r.Tools.HTTP[0].Headers["X-Api-Key"]; got != "***" || cfg.Tools.HTTP[0].Headers["X-Api-Key"] != "tool-key" {
 		t.Errorf("redacted tools.http[0].headers = %q (original %q), want *** (tool-key)", got, cfg.Tools.HTTP[0].Headers["X-Api-Key"])

@@ -111,7 +111,7 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	} else if fl := asFailure(err); fl != nil {
 		tr = &fl.Trace
 	}
-	s.storeTrace(c.Request.Context(), caller(c), traceID, tr, traceJSON)
+	s.storeTrace(c.Request.Context(), caller(c), traceID, tr, traceJSON, err)
 	status := c.Writer.Status()
 	if err != nil && c.Writer.Written() && status == http.StatusOK {
 		status, _ = statusFor(err) // failed mid-stream: the 200 was already out

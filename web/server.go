@@ -71,8 +71,12 @@ type Server struct {
 	keepalive  time.Duration
 	logPrompts bool
 	keys       [][]byte
-	loopback   bool            // bound to loopback only: Host is checked
-	redact     redact.Redactor // masks configured secrets in error text
+	// admins are the keys that see every caller's traces (server.admin_keys).
+	admins [][]byte
+	// hub lists recent chains for GET /v1/chain/traces: the engine's Watcher.
+	hub      *traceHub
+	loopback bool            // bound to loopback only: Host is checked
+	redact   redact.Redactor // masks configured secrets in error text
 	// drained ends when streams must end (Drain); drain ends it.
 	drained   context.Context
 	drain     context.CancelFunc
@@ -98,6 +102,13 @@ func New(o Options) *Server {
 	for _, k := range o.Config.Server.APIKeys {
 		s.keys = append(s.keys, []byte(k))
 	}
+	for _, k := range o.Config.Server.AdminKeys {
+		s.admins = append(s.admins, []byte(k))
+	}
+	s.hub = newTraceHub()
+	if o.Engine != nil {
+		o.Engine.SetWatcher(s.hub)
+	}
 	s.redact = o.Redactor
 	if s.redact.Empty() {
 		s.redact = redact.FromConfig(o.Config)
@@ -120,6 +131,7 @@ func New(o Options) *Server {
 	api.GET("/v1/models", s.listModels)
 	// Model ids hold slashes (chain/auto): the id is the rest of the path.
 	api.GET("/v1/models/*id", s.getModel)
+	api.GET("/v1/chain/traces", s.listTraces)
 	api.GET("/v1/chain/traces/:id", s.getTrace)
 	// Ollama's own API, for the clients that speak only it (ollama run,
 	// Open WebUI's Ollama mode, ollama-js, editor plugins).
@@ -282,6 +294,7 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 		return err
 	}
 	req.Caller = caller(c)
+	req.Client = clientName(c.GetHeader("User-Agent"))
 	switch m := strings.ToLower(c.GetHeader("X-Chain-Mode")); m {
 	case "", "auto":
 	case chain.ModeSimple, chain.ModeReflexive:
@@ -295,8 +308,13 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 }
 
 // storeTrace keeps the run's trace for GET /v1/chain/traces/{id}, under the
-// caller's scope. traceJSON is tr encoded, when it already is.
-func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace, traceJSON []byte) {
+// caller's scope, and tells the trace list how the request ended (runErr is
+// the run's error). traceJSON is tr encoded, when it already is. The list
+// hears of the end after the trace is stored, so that a reader told of it
+// finds the trace.
+func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace, traceJSON []byte, runErr error) {
+	sum, listed := s.hub.end(who, id, tr, runErr)
+	defer s.hub.stored(id)
 	if s.traces == nil || tr == nil {
 		return
 	}
@@ -308,12 +326,19 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 	} else if traceJSON == nil {
 		traceJSON, err = marshal(tr)
 	}
+	var head []byte
 	if err == nil {
-		// {"trace_id": id, "chain": trace}; the id is hex.
-		doc := make([]byte, 0, len(traceJSON)+len(id)+26)
-		doc = append(doc, `{"trace_id":"`...)
-		doc = append(doc, id...)
-		doc = append(doc, `","chain":`...)
+		if !listed {
+			sum = traceSummary{TraceID: id, Status: chainStatus(tr, runErr), Mode: tr.Mode}
+			sum.Stages, sum.Tokens = badges(tr)
+		}
+		head, err = marshal(&sum)
+	}
+	if err == nil {
+		// The list's summary of the chain, then "chain": trace.
+		doc := make([]byte, 0, len(head)+len(traceJSON)+10)
+		doc = append(doc, head[:len(head)-1]...)
+		doc = append(doc, `,"chain":`...)
 		doc = append(doc, traceJSON...)
 		doc = append(doc, '}')
 		err = s.traces.PutTrace(context.WithoutCancel(ctx), traceKey(who, id), doc)
@@ -323,22 +348,108 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 	}
 }
 
+// getTrace serves GET /v1/chain/traces/{id}: the stored trace, or for a
+// chain still running, its stages so far (status "running"). A key finds
+// its own traces; an admin key finds any the list still holds.
 func (s *Server) getTrace(c *gin.Context) {
 	id := c.Param("id")
-	if s.traces == nil {
-		s.fail(c, &httpError{http.StatusNotFound, "invalid_request_error", "trace_not_found", "trace " + id + " not found"})
+	who, all := caller(c), c.GetBool("admin")
+	if sum, tr, ok := s.hub.running(who, all, id); ok {
+		c.JSON(http.StatusOK, struct {
+			traceSummary
+			Chain *chain.Trace `json:"chain"`
+		}{sum, tr})
 		return
 	}
-	data, ok, err := s.traces.GetTrace(c.Request.Context(), traceKey(caller(c), id))
+	notFound := &httpError{http.StatusNotFound, "invalid_request_error", "trace_not_found", "trace " + id + " not found (only recent traces are kept)"}
+	if s.traces == nil {
+		s.fail(c, notFound)
+		return
+	}
+	if owner, ok := s.hub.owner(id); ok && all {
+		who = owner
+	}
+	data, ok, err := s.traces.GetTrace(c.Request.Context(), traceKey(who, id))
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
 	if !ok {
-		s.fail(c, &httpError{http.StatusNotFound, "invalid_request_error", "trace_not_found", "trace " + id + " not found (only recent traces are kept)"})
+		s.fail(c, notFound)
 		return
 	}
 	c.Data(http.StatusOK, "application/json", data)
+}
+
+// listTraces serves GET /v1/chain/traces: the recent chains the caller may
+// see (its own; every caller's for an admin key), oldest first, as JSON;
+// or, asked with Accept: text/event-stream, as a live stream of "trace"
+// events (one per chain, then one each time a chain starts a stage or
+// ends), with a "ready" event after the chains already listed.
+func (s *Server) listTraces(c *gin.Context) {
+	who, all := caller(c), c.GetBool("admin")
+	if !strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
+		c.JSON(http.StatusOK, gin.H{"object": "list", "data": s.hub.list(who, all)})
+		return
+	}
+	// Subscribed before the list is read: a chain that changes in between
+	// is sent twice, never missed.
+	sub := s.hub.subscribe(who, all)
+	defer s.hub.unsubscribe(sub)
+	sse := newSSE(c.Writer)
+	sse.start()
+	send := func(sums []traceSummary) error {
+		for i := range sums {
+			b, err := marshal(&sums[i])
+			if err != nil {
+				return err
+			}
+			sse.hold = true
+			if err := sse.event("trace", b); err != nil {
+				return err
+			}
+		}
+		sse.hold = false
+		return sse.flush()
+	}
+	if send(s.hub.list(who, all)) != nil || sse.event("ready", []byte("{}")) != nil {
+		return
+	}
+	tick := time.NewTicker(s.keepalive)
+	defer tick.Stop()
+	// The loop ends when the client goes, or the server drains.
+	for {
+		var err error
+		select {
+		case <-c.Request.Context().Done():
+			return
+		case <-s.drained.Done():
+			return
+		case <-sub.wake:
+			err = send(s.hub.take(sub))
+		case <-tick.C:
+			if time.Since(sse.last) >= s.keepalive {
+				err = sse.comment("keepalive")
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// clientName is a User-Agent as the trace list shows it: capped, printable.
+func clientName(ua string) string {
+	ua = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return -1
+		}
+		return r
+	}, ua)
+	if len(ua) > 120 {
+		ua = strings.ToValidUTF8(ua[:120], "") + "…"
+	}
+	return ua
 }
 
 // traceKey scopes a trace id to its caller: another key looks up another

@@ -1,6 +1,13 @@
 package web
 
-import "chainproxy/chain"
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"chainproxy/chain"
+)
 
 // encodeTrace encodes tr for a response, with each stage's output and
 // reasoning capped, and for the trace store, whole. stored is nil when the
@@ -22,4 +29,342 @@ func cappedStage(st *chain.StageTrace) *chain.StageTrace {
 	tr := chain.Trace{Stages: []chain.StageTrace{*st}}
 	c, _ := tr.Capped(chain.OutputCap)
 	return &c.Stages[0]
+}
+
+// traceListCap is how many recent chains the trace list keeps: as many as
+// the trace store (store.DefaultTraces), so that a listed trace can be
+// opened.
+const traceListCap = 500
+
+// questionCap caps a listed question, in bytes.
+const questionCap = 200
+
+// traceSummary is one chain in the trace list (GET /v1/chain/traces and its
+// event stream), and the head of a stored trace document.
+type traceSummary struct {
+	TraceID string `json:"trace_id"`
+	// Started is when the chain started, in Unix milliseconds.
+	Started int64 `json:"started"`
+	// Question is the first line of the user's last message.
+	Question string       `json:"question"`
+	Mode     string       `json:"mode"`
+	Stages   []stageBadge `json:"stages"`
+	// Status is "running" until the request ends, then the chain's:
+	// "failed", "awaiting_client", a stage's stop ("stopped_repeat", …),
+	// "degenerate" or "ok" (see chainStatus).
+	Status     string `json:"status"`
+	DurationMS int64  `json:"duration_ms"`
+	Tokens     int    `json:"tokens"`
+	// Client is the caller's User-Agent.
+	Client string `json:"client"`
+	// Resumed is set on a chain that went on with a client's tool results.
+	Resumed bool `json:"resumed,omitempty"`
+}
+
+// stageBadge is a stage as the list shows it.
+type stageBadge struct {
+	Node   string `json:"node"`
+	Status string `json:"status"`
+	Turns  int    `json:"turns"`
+}
+
+// traceRunning is the status of a chain still under way.
+const traceRunning = "running"
+
+// listedTrace is a chain in the list: its summary, whose it is, and while
+// it runs, its stages so far (the stored trace replaces them at the end).
+type listedTrace struct {
+	owner   string
+	sum     traceSummary
+	start   time.Time
+	partial *chain.Trace
+}
+
+// traceSub is one reader of the list's event stream. dirty and wake are
+// how the hub hands it changes without ever blocking on it: the hub notes
+// the changed ids and wakes it; the reader takes them when it can.
+type traceSub struct {
+	who   string
+	all   bool
+	wake  chan struct{} // capacity 1
+	dirty []string      // guarded by traceHub.mu
+}
+
+// traceHub lists recent chains from every front and client, live: it is
+// the engine's Watcher, and storeTrace tells it when a request ends. It
+// keeps summaries only; whole traces are in the trace store.
+type traceHub struct {
+	mu    sync.Mutex
+	items map[string]*listedTrace
+	order []string // ids, oldest first
+	subs  map[*traceSub]struct{}
+	now   func() time.Time
+}
+
+var _ chain.Watcher = (*traceHub)(nil)
+
+func newTraceHub() *traceHub {
+	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now}
+}
+
+// Watch implements chain.Watcher: a chain appears at its classification
+// and its stages as they start, turn, call tools and end.
+func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
+	if req.TraceID == "" {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	it := h.items[req.TraceID]
+	if it == nil {
+		if ev.Kind != chain.EventClassified {
+			return
+		}
+		it = h.add(req.TraceID, req.Caller, question(req.Messages), req.Client)
+	}
+	tr := it.partial
+	if tr == nil || it.sum.Status != traceRunning {
+		return // already ended
+	}
+	switch ev.Kind {
+	case chain.EventClassified:
+		tr.Mode = ev.Mode
+		for _, r := range ev.Reasons {
+			if strings.HasPrefix(r, "resumed in stage ") {
+				it.sum.Resumed = true
+			}
+		}
+		tr.Reasons = slices.Clone(ev.Reasons)
+	case chain.EventStageStart:
+		for len(tr.Stages) <= ev.Stage {
+			tr.Stages = append(tr.Stages, chain.StageTrace{})
+		}
+		st := &tr.Stages[ev.Stage]
+		if st.Node == ev.Node && st.Status == chain.StageAwaitingClient {
+			st.Status = traceRunning // resumed: the earlier turns stay
+		} else {
+			*st = chain.StageTrace{Node: ev.Node, Model: ev.Model, Status: traceRunning, StartMS: h.now().Sub(it.start).Milliseconds(), ToolsUsed: []chain.ToolUse{}}
+		}
+	case chain.EventTurn:
+		if ev.Stage < len(tr.Stages) {
+			tr.Stages[ev.Stage].Turns = ev.Turn
+		}
+	case chain.EventTool:
+		if ev.Stage < len(tr.Stages) && ev.ToolUse != nil {
+			st := &tr.Stages[ev.Stage]
+			st.ToolsUsed = append(st.ToolsUsed, *ev.ToolUse)
+		}
+	case chain.EventStageEnd:
+		if ev.StageTrace != nil {
+			for len(tr.Stages) <= ev.Stage {
+				tr.Stages = append(tr.Stages, chain.StageTrace{})
+			}
+			st := cappedStage(ev.StageTrace)
+			st.ToolsUsed, st.Calls = slices.Clone(st.ToolsUsed), nil
+			tr.Stages[ev.Stage] = *st
+		}
+	}
+	it.sum.Mode = tr.Mode
+	it.sum.Stages, it.sum.Tokens = badges(tr)
+	h.publish(it)
+}
+
+// add lists a new chain; h.mu is held.
+func (h *traceHub) add(id, owner, question, client string) *listedTrace {
+	now := h.now()
+	it := &listedTrace{owner: owner, start: now, partial: &chain.Trace{Stages: []chain.StageTrace{}}}
+	it.sum = traceSummary{TraceID: id, Started: now.UnixMilli(), Question: question, Status: traceRunning, Client: client, Stages: []stageBadge{}}
+	h.items[id] = it
+	h.order = append(h.order, id)
+	if len(h.order) > traceListCap {
+		old := h.order[0]
+		h.order = h.order[1:]
+		delete(h.items, old)
+	}
+	return it
+}
+
+// end records how the request of chain id, listed for who, ended; tr is
+// its trace, nil when the request failed before the chain ran (it was then
+// never listed). It returns the summary that heads the stored trace, and
+// false when the chain was not listed. Readers hear of the end from
+// stored, once the trace can be read: until then the chain opens with its
+// stages so far.
+func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	it := h.items[id]
+	if it == nil || it.owner != who {
+		return traceSummary{}, false
+	}
+	if tr != nil {
+		it.sum.Mode = tr.Mode
+		it.sum.Stages, it.sum.Tokens = badges(tr)
+	}
+	it.sum.DurationMS = h.now().Sub(it.start).Milliseconds()
+	if tr != nil {
+		// The stages' times are offsets from the engine's own start, a
+		// moment after the request's: the list's duration covers them.
+		for _, st := range tr.Stages {
+			it.sum.DurationMS = max(it.sum.DurationMS, st.StartMS+st.DurationMS)
+		}
+	}
+	it.sum.Status = chainStatus(tr, err)
+	return it.summary(h.now()), true
+}
+
+// stored tells the readers that chain id ended, its trace stored.
+func (h *traceHub) stored(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if it := h.items[id]; it != nil && it.partial != nil {
+		it.partial = nil
+		h.publish(it)
+	}
+}
+
+// publish tells the readers allowed to see it that it changed; h.mu is held.
+func (h *traceHub) publish(it *listedTrace) {
+	for sub := range h.subs {
+		if !sub.all && sub.who != it.owner {
+			continue
+		}
+		if !slices.Contains(sub.dirty, it.sum.TraceID) {
+			sub.dirty = append(sub.dirty, it.sum.TraceID)
+		}
+		select {
+		case sub.wake <- struct{}{}:
+		default: // already woken
+		}
+	}
+}
+
+// subscribe adds a reader of the list's changes; who sees its own chains,
+// all sees every chain.
+func (h *traceHub) subscribe(who string, all bool) *traceSub {
+	sub := &traceSub{who: who, all: all, wake: make(chan struct{}, 1)}
+	h.mu.Lock()
+	h.subs[sub] = struct{}{}
+	h.mu.Unlock()
+	return sub
+}
+
+func (h *traceHub) unsubscribe(sub *traceSub) {
+	h.mu.Lock()
+	delete(h.subs, sub)
+	h.mu.Unlock()
+}
+
+// take returns the summaries of the chains that changed since sub last
+// took them.
+func (h *traceHub) take(sub *traceSub) []traceSummary {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]traceSummary, 0, len(sub.dirty))
+	for _, id := range sub.dirty {
+		if it := h.items[id]; it != nil {
+			out = append(out, it.summary(h.now()))
+		}
+	}
+	sub.dirty = sub.dirty[:0]
+	return out
+}
+
+// list returns the chains who may see (every chain when all), oldest
+// first.
+func (h *traceHub) list(who string, all bool) []traceSummary {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	out := []traceSummary{}
+	for _, id := range h.order {
+		if it := h.items[id]; all || it.owner == who {
+			out = append(out, it.summary(now))
+		}
+	}
+	return out
+}
+
+// running returns the stages so far of a chain under way that who may
+// see, and its summary.
+func (h *traceHub) running(who string, all bool, id string) (traceSummary, *chain.Trace, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	it := h.items[id]
+	if it == nil || it.partial == nil || !all && it.owner != who {
+		return traceSummary{}, nil, false
+	}
+	tr := *it.partial
+	tr.Stages = slices.Clone(tr.Stages)
+	return it.summary(h.now()), &tr, true
+}
+
+// owner returns whose listed chain id is.
+func (h *traceHub) owner(id string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if it := h.items[id]; it != nil {
+		return it.owner, true
+	}
+	return "", false
+}
+
+// summary is it's summary at now: a running chain's duration so far.
+func (it *listedTrace) summary(now time.Time) traceSummary {
+	s := it.sum
+	s.Stages = slices.Clone(s.Stages)
+	if s.Status == traceRunning {
+		s.DurationMS = now.Sub(it.start).Milliseconds()
+	}
+	return s
+}
+
+// badges are tr's stages for the list, and its tokens.
+func badges(tr *chain.Trace) ([]stageBadge, int) {
+	out := make([]stageBadge, 0, len(tr.Stages))
+	for _, st := range tr.Stages {
+		// A resumed chain's earlier stages are not seen again while it
+		// runs: they come back with its trace at the end.
+		if st.Node != "" {
+			out = append(out, stageBadge{Node: st.Node, Status: st.Status, Turns: st.Turns})
+		}
+	}
+	return out, tr.Usage().TotalTokens
+}
+
+// chainStatus is the list's word for how a chain ended: failed when the
+// request did, awaiting_client when a stage waits for the client's tools,
+// else the first stage stop or degenerate answer, else ok.
+func chainStatus(tr *chain.Trace, err error) string {
+	if tr == nil || err != nil || len(tr.Stages) == 0 {
+		return chain.StageFailed
+	}
+	status := chain.StageOK
+	for _, st := range tr.Stages {
+		switch {
+		case st.Status == chain.StageAwaitingClient:
+			return st.Status
+		case status == chain.StageOK && (strings.HasPrefix(st.Status, "stopped_") || st.Status == chain.StageDegenerate):
+			status = st.Status
+		}
+	}
+	return status
+}
+
+// question is the first line of the last user message, capped.
+func question(msgs []chain.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != "user" {
+			continue
+		}
+		q := strings.TrimSpace(msgs[i].Content)
+		if line, _, ok := strings.Cut(q, "\n"); ok {
+			q = strings.TrimSpace(line)
+		}
+		if len(q) > questionCap {
+			q = strings.ToValidUTF8(q[:questionCap], "") + "…"
+		}
+		return q
+	}
+	return ""
 }

@@ -68,9 +68,12 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	turnIdx := turnIndex(req.Messages)
 	user := b.blocks.Judge(chain.UserTexts(req.Messages)).Text
 	turns := b.script.Turns
-	lower := strings.ToLower(user)
+	lower, system := strings.ToLower(user), strings.ToLower(systemText(req.Messages))
 	for _, s := range b.script.Scenarios {
-		if s.When != "" && strings.Contains(lower, strings.ToLower(s.When)) {
+		if s.When == "" && s.System == "" {
+			continue
+		}
+		if (s.When == "" || strings.Contains(lower, strings.ToLower(s.When))) && (s.System == "" || strings.Contains(system, strings.ToLower(s.System))) {
 			turns = s.Turns
 			break
 		}
@@ -148,6 +151,16 @@ func turnIndex(msgs []chain.Message) int {
 		}
 	}
 	return n
+}
+
+// systemText is the call's first system message, "" without one.
+func systemText(msgs []chain.Message) string {
+	for _, m := range msgs {
+		if m.Role == "system" {
+			return m.Content
+		}
+	}
+	return ""
 }
 
 func toolResults(msgs []chain.Message) int {

@@ -33,8 +33,12 @@ func TestScript(t *testing.T) {
 			{Content: "looking", ToolCalls: []config.MockToolCall{{Name: "list_dir", Args: map[string]any{"path": "."}}}},
 			{Content: "answer to {user} from {tools} results"},
 		},
-		Scenarios: []config.MockScenario{{When: "LOOP", Turns: []config.MockTurn{{ToolCalls: []config.MockToolCall{{Name: "list_dir", RawArgs: "{bad"}}}}}},
-		Final:     "final after {tools}",
+		Scenarios: []config.MockScenario{
+			{When: "LOOP", Turns: []config.MockTurn{{ToolCalls: []config.MockToolCall{{Name: "list_dir", RawArgs: "{bad"}}}}},
+			{When: "hello", System: "Analysis Stage", Turns: []config.MockTurn{{Content: "as a stage"}}},
+			{System: "review stage", Turns: []config.MockTurn{{Content: "reviewing"}}},
+		},
+		Final: "final after {tools}",
 	}
 	user := chain.Message{Role: "user", Content: "hello"}
 	afterOne := []chain.Message{user, {Role: "assistant"}, {Role: "tool", Content: "x"}}
@@ -50,6 +54,9 @@ func TestScript(t *testing.T) {
 		{"second turn", afterOne, true, "answer to hello from 1 results", ""},
 		{"the last turn repeats", append(afterOne, chain.Message{Role: "assistant"}), true, "answer to hello from 1 results", ""},
 		{"scenario, case-insensitive", []chain.Message{{Role: "user", Content: "please loop"}}, true, "", "call_0_0 list_dir {bad"},
+		{"scenario on the system message too", []chain.Message{{Role: "system", Content: "You are the analysis stage."}, user}, true, "as a stage", ""},
+		{"system alone", []chain.Message{{Role: "system", Content: "You are the review stage."}, {Role: "user", Content: "anything"}}, true, "reviewing", ""},
+		{"system not matched: the default turns", []chain.Message{{Role: "system", Content: "You may use the tools."}, user}, true, "looking", `call_0_0 list_dir {"path":"."}`},
 		{"final call without tools", []chain.Message{{Role: "user", Content: "loop"}, {Role: "assistant"}, {Role: "tool"}}, false, "final after 1", ""},
 	}
 	for _, tt := range tests {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -120,6 +122,95 @@ func TestDemoDegenerateScenarios(t *testing.T) {
 	}
 }
 
+// TestDemoScenariosEndAsListed: each story the banner and the cockpit list
+// ends with the status they promise, through the demo's own engine; the
+// weather story, with get_weather offered by the client, pauses for it and
+// then resumes to an answer.
+func TestDemoScenariosEndAsListed(t *testing.T) {
+	eng := demoEngine(t)
+	for _, sc := range demoScenarios {
+		t.Run(sc.Word, func(t *testing.T) {
+			req := &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: sc.Word,
+				Messages: []chain.Message{{Role: "user", Content: sc.Word + ": compare the files in the workspace"}}}
+			if sc.ClientTool != "" {
+				req.ClientTools = []chain.Tool{{Name: sc.ClientTool, Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
+			}
+			res, err := eng.Run(t.Context(), req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := endStatus(res.Trace); got != sc.Status {
+				t.Errorf("chain ends %s (%s), want %s", got, stagesLine(res.Trace), sc.Status)
+			}
+		})
+	}
+}
+
+// endStatus is the traces view's status of a finished chain: awaiting the
+// client, else the first stage stop or degenerate answer, else ok.
+func endStatus(tr chain.Trace) string {
+	status := chain.StageOK
+	for _, st := range tr.Stages {
+		switch {
+		case st.Status == chain.StageAwaitingClient:
+			return st.Status
+		case status == chain.StageOK && (strings.HasPrefix(st.Status, "stopped_") || st.Status == chain.StageDegenerate):
+			status = st.Status
+		}
+	}
+	return status
+}
+
+func stagesLine(tr chain.Trace) string {
+	var b []string
+	for _, st := range tr.Stages {
+		b = append(b, st.Node+":"+st.Status)
+	}
+	return strings.Join(b, " ")
+}
+
+// TestDemoScenariosListedEverywhere: the stories of demoScenarios are the
+// ones demo.yaml scripts, the banner prints and the cockpit's empty state
+// lists, each with its one line.
+func TestDemoScenariosListedEverywhere(t *testing.T) {
+	var banner strings.Builder
+	demoBanner(&banner, "127.0.0.1:8080")
+	page, err := os.ReadFile(filepath.Join("..", "..", "web", "static", "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range demoScenarios {
+		if !strings.Contains(string(demoYAML), "when: "+sc.Word+"\n") {
+			t.Errorf("demo.yaml has no scenario %q", sc.Word)
+		}
+		if line := sc.Word + " " + sc.Shows + " → " + sc.Status; !strings.Contains(strings.Join(strings.Fields(banner.String()), " "), line) {
+			t.Errorf("banner lacks %q:\n%s", line, banner.String())
+		}
+		if !strings.Contains(string(page), `data-scenario="`+sc.Word+`"`) {
+			t.Errorf("index.html does not list the scenario %q", sc.Word)
+		}
+	}
+}
+
+// TestDemoSimpleAnswerIsHonest: a short question answered by M1 alone says
+// it is the demo and echoes the question, never a canned synthesis.
+func TestDemoSimpleAnswerIsHonest(t *testing.T) {
+	eng := demoEngine(t)
+	for _, q := range []string{"What time zone is Paris in?", "What is 2+2?"} {
+		t.Run(q, func(t *testing.T) {
+			res, err := eng.Run(t.Context(), &chain.RunRequest{TraceID: "t", Model: chain.ModelAuto, Conversation: q,
+				Messages: []chain.Message{{Role: "user", Content: q}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Message.Content
+			if res.Trace.Mode != chain.ModeSimple || !strings.Contains(got, "This is the demo") || !strings.Contains(got, `"`+q+`"`) || strings.Contains(got, "Synthesis") {
+				t.Errorf("%s answer = %q, want a simple-mode demo note echoing the question", res.Trace.Mode, got)
+			}
+		})
+	}
+}
+
 // TestDemoScenarioFromTheUsersWords: the demo picks its scenario from the
 // words the classifier judges. An agent client's injected block that says
 // "loop" picks nothing, the user's own "loop" picks the loop scenario, and
@@ -133,7 +224,7 @@ func TestDemoScenarioFromTheUsersWords(t *testing.T) {
 		mode    string
 		reply   string // how the answer starts
 	}{
-		{"injected block says loop", reminder + "Hello there", "", chain.ModeSimple, "Hello! I am M1"},
+		{"injected block says loop", reminder + "Hello there", "", chain.ModeSimple, "This is the demo: M1"},
 		{"injected block, analytical question", reminder + "Compare the two files", "", chain.ModeReflexive, "**Answer** (reviewed by M2): the workspace's notes.md"},
 		{"the user says loop", reminder + "loop: compare the files", "", chain.ModeReflexive, "**Answer** (reviewed by M2): OL1 listed the workspace once"},
 		{"configured block says loop", "<team-notes>loop</team-notes>Compare the two files", "classify:\n  ignore_blocks: [team-notes]\n", chain.ModeReflexive, "**Answer** (reviewed by M2): the workspace's notes.md"},

@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// and passed to what writes answers and traces.
 	red := redact.FromConfig(cfg)
 	logger = slog.New(red.Handler(logger.Handler()))
-	if err := serve(ctx, cfg, red, logger, *logPrompts, stdout); err != nil {
+	if err := serve(ctx, cfg, red, logger, *logPrompts, *demo, stdout); err != nil {
 		logger.Error("proxy stopped", "err", err)
 		return 1
 	}
@@ -138,7 +138,7 @@ func backends(cfg *config.Config) map[string]chain.Backend {
 
 // serve wires the proxy and serves until ctx ends, then lets in-flight
 // requests finish for server.shutdown_timeout.
-func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *slog.Logger, logPrompts bool, stdout io.Writer) error {
+func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *slog.Logger, logPrompts, demo bool, stdout io.Writer) error {
 	st, err := store.Open(ctx, cfg.Store.RedisURL, cfg.Chain.Traces, logger)
 	if err != nil {
 		return err
@@ -188,7 +188,10 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 		return err
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", st.Status(), "tools", registry.Names())
-	fmt.Fprintf(stdout, "chainproxy listening on http://%s\n  OpenAI base URL: http://%s/v1\n  cockpit:         http://%s/\n", ln.Addr(), ln.Addr(), ln.Addr())
+	fmt.Fprintf(stdout, "chainproxy listening on http://%s\n  OpenAI base URL: http://%s/v1\n  cockpit:         http://%s/\n  traces:          http://%s/#/traces\n", ln.Addr(), ln.Addr(), ln.Addr(), ln.Addr())
+	if demo {
+		demoBanner(stdout, ln.Addr().String())
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }() // exits when Shutdown closes the listener

@@ -168,13 +168,14 @@ func (r Redactor) String(s string) string {
 func (r Redactor) Empty() bool { return r.r == nil }
 
 // FromConfig gathers every secret the configuration holds: server
-// api_keys, each node's api_key, the user-info (and its base64, as sent
+// api_keys and admin_keys, each node's api_key, the user-info (and its base64, as sent
 // in "Authorization: Basic") and query values of every configured URL,
 // and the values of the headers of HTTP tools and MCP servers and of the
 // environment of MCP servers (a header's token also without its scheme).
 func FromConfig(cfg *config.Config) Redactor {
 	var s []string
 	s = append(s, cfg.Server.APIKeys...)
+	s = append(s, cfg.Server.AdminKeys...)
 	for _, n := range cfg.Nodes {
 		s = append(s, n.APIKey)
 		s = append(s, urlSecrets(n.BaseURL)...)

@@ -54,6 +54,7 @@ func TestText(t *testing.T) {
 func hostileConfig() *config.Config {
 	cfg := config.Default()
 	cfg.Server.APIKeys = []string{"server-key-AAAA"}
+	cfg.Server.AdminKeys = []string{"admin-key-LLLL"}
 	cfg.Nodes = []config.Node{
 		{Name: "G", Provider: config.ProviderOpenAI, BaseURL: "https://api.groq.example/v1", APIKey: "gsk_groqkeyBBBB"},
 		{Name: "V", Provider: config.ProviderOpenAI, BaseURL: "http://vllm:8000/v1", APIKey: "vllm-token-CCCC"},
@@ -75,7 +76,7 @@ var hostileSecrets = []string{
 	"server-key-AAAA", "gsk_groqkeyBBBB", "vllm-token-CCCC", "pass-DDDD",
 	base64.StdEncoding.EncodeToString([]byte("ollama-user:pass-DDDD")), "AIzaquerykeyEEEE",
 	"tool-query-FFFF", "tool-bearer-GGGG", "hf_toolkeyHHHH", "mcp-pass-IIII",
-	base64.StdEncoding.EncodeToString([]byte("mcp-user:mcp-pass-IIII")), "env-token-JJJJ", "redis-pass-KKKK",
+	base64.StdEncoding.EncodeToString([]byte("mcp-user:mcp-pass-IIII")), "env-token-JJJJ", "redis-pass-KKKK", "admin-key-LLLL",
 }
 
 func TestFromConfig(t *testing.T) {

@@ -7,12 +7,40 @@
 
 import { SSEParser } from "./sse.js";
 import { MessageView, renderNodes } from "./view.js";
+import { TracesView } from "./traces.js";
 
 const STORE_KEY = "chain-cockpit:v1";
 const KEY_KEY = "chain-cockpit:api-key";
 const READY_EVERY_MS = 15000;
 const HISTORY_MAX = 40;
 const MODES = ["auto", "simple", "reflexive"];
+/** How long the page "runs" its demo tool, so the chain's wait shows. */
+const CLIENT_TOOL_MS = 1200;
+
+/**
+ * The page's own client tool, for the demo's weather story: offered to the
+ * chain, run here, its result sent back so that the chain resumes. A demo:
+ * the weather is made up, and says so.
+ */
+const WEATHER_TOOL = {
+  type: "function",
+  function: {
+    name: "get_weather",
+    description: "Current weather of a city (the cockpit's demo tool)",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+};
+
+function runWeather(call) {
+  let city = "?";
+  try {
+    city = JSON.parse(call.function?.arguments ?? "{}").city ?? "?";
+  } catch {
+    // the model's arguments are not JSON: the tool says so, as a tool would
+    return "Error: the arguments are not JSON";
+  }
+  return `sunny, 24°C in ${city} (made up by the cockpit's demo get_weather tool)`;
+}
 
 const $ = (sel) => document.querySelector(sel);
 const ui = {
@@ -27,6 +55,8 @@ const ui = {
   clear: $("#clear"),
   nodes: $("#nodes"),
   store: $("#store"),
+  demo: $("#demo"),
+  clientTool: $("#client-tool"),
 };
 
 /** @type {{session: string, mode: string, seq: number, messages: object[]}} */
@@ -35,6 +65,8 @@ const state = load();
 const views = new Map();
 /** @type {{controller: AbortController, msg: object} | null} */
 let running = null;
+/** The client tool the next message offers (the weather example), or "". */
+let offerTool = "";
 
 function newID() {
   // crypto.randomUUID needs a secure context; getRandomValues does not, and
@@ -107,7 +139,7 @@ function renderAll() {
   for (const v of views.values()) v.root.remove();
   views.clear();
   for (const m of state.messages) viewFor(m);
-  ui.empty.hidden = state.messages.length > 0;
+  ui.empty.hidden = state.messages.length > 0 || (ui.app.dataset.view ?? "chat") !== "chat";
 }
 
 let frame = 0;
@@ -134,7 +166,7 @@ function paintNow(msg) {
   if (!state.messages.includes(msg)) return;
   const stick = nearBottom();
   viewFor(msg).update(msg);
-  ui.empty.hidden = state.messages.length > 0;
+  ui.empty.hidden = state.messages.length > 0 || (ui.app.dataset.view ?? "chat") !== "chat";
   if (stick) scrollToBottom();
 }
 
@@ -183,12 +215,20 @@ function send(raw) {
   const text = raw.replace(/^\s*\n|\s+$/g, "");
   if (running || text.trim() === "") return;
   const user = { id: nextID(), role: "user", content: text };
+  if (offerTool) user.clientTool = offerTool;
+  setOfferTool("");
   const hist = history(null);
   state.messages.push(user);
   viewFor(user);
   ui.input.value = "";
   autosize();
   start(user, hist);
+}
+
+function setOfferTool(name) {
+  offerTool = name;
+  ui.clientTool.hidden = !name;
+  ui.clientTool.querySelector(".ct-name").textContent = name;
 }
 
 function start(user, hist) {
@@ -209,7 +249,8 @@ function start(user, hist) {
   save();
   paintNow(msg);
   scrollToBottom();
-  run(msg, user.content, hist);
+  if (user.clientTool) runClientTool(msg, user.content, hist);
+  else run(msg, user.content, hist);
 }
 
 function retry(msg) {
@@ -298,6 +339,83 @@ async function run(msg, text, hist) {
     setBusy(false);
     if (failed || msg.error) refreshReady();
     if (document.activeElement === document.body || document.activeElement === ui.stop) ui.input.focus();
+  }
+}
+
+/**
+ * runClientTool asks the chain with the page's own tool offered, through
+ * the OpenAI API (POST /chat takes no tools): when the chain calls it, the
+ * answer ends with the call (OL1 waiting for the client), the page runs
+ * the tool and sends the result back, and the chain resumes where it
+ * waited. The traces view shows both requests.
+ */
+async function runClientTool(msg, text, hist) {
+  const controller = new AbortController();
+  running = { controller, msg };
+  setBusy(true);
+  const started = performance.now();
+  const headers = { "Content-Type": "application/json", "X-Chain-Session": state.session };
+  const key = localStorage.getItem(KEY_KEY);
+  if (key) headers.Authorization = `Bearer ${key}`;
+  const messages = [...hist, { role: "user", content: text }];
+  let failed = false;
+  try {
+    // A chain may call the tool again in a later turn: a few round trips.
+    for (let round = 0; round < 4 && msg.state === "streaming"; round++) {
+      const res = await fetch(api("v1/chat/completions"), {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ model: "chain/reflexive", messages, tools: [WEATHER_TOOL] }),
+        signal: controller.signal,
+      });
+      if (!res.ok) {
+        failed = true;
+        await applyHTTPError(msg, res);
+        break;
+      }
+      const r = await res.json();
+      msg.traceId = res.headers.get("X-Chain-Trace-Id") ?? msg.traceId;
+      if (r.chain) applyChain(msg, r.chain);
+      msg.usage = r.usage ?? msg.usage;
+      const choice = r.choices?.[0] ?? {};
+      const m = choice.message ?? {};
+      const calls = Array.isArray(m.tool_calls) ? m.tool_calls : [];
+      if (choice.finish_reason !== "tool_calls" || calls.length === 0) {
+        msg.content = typeof m.content === "string" ? m.content : "";
+        msg.state = "done";
+        break;
+      }
+      messages.push({ role: "assistant", content: m.content ?? "", tool_calls: calls });
+      msg.liveNote = `The chain waits for this page to run ${calls.map((c) => c.function?.name).join(", ")}…`;
+      paintNow(msg);
+      await new Promise((resolve) => setTimeout(resolve, CLIENT_TOOL_MS));
+      controller.signal.throwIfAborted();
+      for (const c of calls) {
+        const out = c.function?.name === WEATHER_TOOL.function.name ? runWeather(c) : `Error: this page has no tool ${c.function?.name}`;
+        messages.push({ role: "tool", tool_call_id: c.id, content: out });
+      }
+      msg.liveNote = "Sent the tool's result: the chain resumes…";
+      paintNow(msg);
+    }
+    if (msg.state === "streaming") {
+      msg.state = "error";
+      msg.error ??= { message: "The chain kept calling the page's tool: stopped after four round trips." };
+    }
+  } catch (err) {
+    if (err?.name === "AbortError") msg.state = "stopped";
+    else {
+      failed = true;
+      msg.state = "error";
+      msg.error = { message: `Network error: could not reach the proxy (${err?.message ?? err}).`, code: "network_error" };
+    }
+  } finally {
+    delete msg.liveNote;
+    msg.durationMs = Math.round(performance.now() - started);
+    running = null;
+    save();
+    paintNow(msg);
+    setBusy(false);
+    if (failed) refreshReady();
   }
 }
 
@@ -453,6 +571,9 @@ async function refreshReady() {
       const res = await fetch(api("readyz"), { cache: "no-store", headers });
       const j = await res.json();
       renderNodes(ui.nodes, ui.store, j, null);
+      // Scripted models only: the -demo, whose scenarios the page lists.
+      const nodes = Array.isArray(j?.nodes) ? j.nodes : [];
+      ui.demo.hidden = !(nodes.length && nodes.every((n) => n.provider === "mock"));
     } catch (err) {
       renderNodes(ui.nodes, ui.store, null, err?.message ?? err);
     } finally {
@@ -519,10 +640,12 @@ ui.mode.addEventListener("change", () => {
 for (const b of document.querySelectorAll("[data-example]")) {
   b.addEventListener("click", () => {
     ui.input.value = b.dataset.example;
+    setOfferTool(b.dataset.clientTool ?? "");
     autosize();
     ui.input.focus();
   });
 }
+ui.clientTool.querySelector("button").addEventListener("click", () => setOfferTool(""));
 document.addEventListener("keydown", (e) => {
   if (e.key === "Escape" && running) stop();
 });
@@ -535,7 +658,35 @@ window.addEventListener("storage", (e) => {
   }
 });
 
+// ---- views: the chat, and the traces (#/traces, #/traces/{id}) ---------------
+
+const traces = new TracesView({
+  api,
+  key: () => localStorage.getItem(KEY_KEY),
+  onKey: (key) => (key ? localStorage.setItem(KEY_KEY, key) : localStorage.removeItem(KEY_KEY)),
+});
+
+function route() {
+  const h = location.hash;
+  const one = /^#\/traces\/([A-Za-z0-9_-]{1,128})$/.exec(h);
+  const view = one ? "trace" : h === "#/traces" ? "traces" : "chat";
+  ui.app.dataset.view = view;
+  ui.form.hidden = view !== "chat";
+  ui.convo.hidden = view !== "chat";
+  if (view === "chat") ui.empty.hidden = state.messages.length > 0;
+  else ui.empty.hidden = true;
+  for (const a of document.querySelectorAll("nav.views a")) {
+    const current = a.dataset.view === (view === "trace" ? "traces" : view);
+    if (current) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  }
+  traces.show(view === "chat" ? null : view === "trace" ? "trace" : "list", one?.[1]);
+  if (view !== "chat") document.scrollingElement.scrollTop = 0;
+}
+window.addEventListener("hashchange", route);
+
 renderAll();
+route();
 setBusy(false);
 refreshReady();
 requestAnimationFrame(scrollToBottom);

@@ -229,6 +229,29 @@ export class MessageView {
     if (total) parts.push(`${numberFmt.format(total)} tokens`);
     this.meta.textContent = parts.join(" · ");
     this.meta.title = msg.traceId ? `trace ${msg.traceId}` : "";
+    // The trace has an address: a link opens it in the traces view, where
+    // it can be shared.
+    if (msg.traceId && !String(msg.id).startsWith("trace-")) {
+      const a = el("a", "trace-link", "trace ↗");
+      a.href = `#/traces/${encodeURIComponent(msg.traceId)}`;
+      a.title = `Open trace ${msg.traceId}: timeline and prompts`;
+      if (parts.length) this.meta.append(document.createTextNode(" · "));
+      this.meta.append(a);
+    }
+  }
+
+  /**
+   * unfold opens every stage's panel, or those open[i] says, as the traces
+   * view shows a chain.
+   * @param {boolean[] | null} open
+   */
+  unfold(open) {
+    [...this.badges.children].forEach((badge, i) => {
+      const on = open ? open[i] !== false : true;
+      badge.setAttribute("aria-expanded", String(on));
+      this.details.children[i].hidden = !on;
+    });
+    this.syncDetails();
   }
 
   renderStages(msg) {
@@ -302,7 +325,9 @@ export class MessageView {
     let text = "Sending…";
     if (msg.mode) text = "Classified, starting…";
     const current = [...(msg.stages ?? [])].reverse().find((s) => s.status === "running");
-    if (msg.deltas > 0) {
+    if (msg.liveNote) {
+      text = msg.liveNote;
+    } else if (msg.deltas > 0) {
       text = current ? `${current.node} writing the answer…` : "Writing the answer…";
     } else if (current) {
       text = `${current.node} working · turn ${current.turns || 1}${current.max_turns ? ` of ${current.max_turns}` : ""}`;
@@ -436,12 +461,105 @@ function fillStageDetail(panel, stage, index) {
   const tools = Array.isArray(stage.tools_used) ? stage.tools_used : [];
   if (tools.length === 0) {
     panel.append(el("p", "sd-empty", stage.tools === false ? "No tools for this stage." : "No tool calls."));
-    return;
+  } else {
+    panel.append(el("h4", "sd-sub", `Tool calls (${tools.length})`));
+    const list = el("ol", "tool-calls");
+    tools.forEach((tool) => list.append(toolCall(tool)));
+    panel.append(list);
   }
-  panel.append(el("h4", "sd-sub", `Tool calls (${tools.length})`));
-  const list = el("ol", "tool-calls");
-  tools.forEach((tool) => list.append(toolCall(tool)));
-  panel.append(list);
+  const prompt = promptView(stage);
+  if (prompt) panel.append(prompt);
+}
+
+/** Fitting marks on a prompt message: what the context fitting did. */
+export const FIT_MARK = {
+  summary: "summary of earlier turns",
+  shortened: "shortened to fit",
+  earlier_questions: "the user's earlier questions",
+  omitted: "turns left out",
+};
+
+/** Context actions, as a line each. */
+function contextAction(a) {
+  const span = a.to_turn && a.to_turn !== a.from_turn;
+  const turns = a.from_turn || a.to_turn ? ` ${span ? "turns" : "turn"} ${a.from_turn ?? "?"}${span ? `–${a.to_turn}` : ""}` : "";
+  const sum = a.summary_id ? ` (summary ${a.summary_id})` : "";
+  return `${a.action ?? "?"}${turns}${sum}${a.detail ? `: ${a.detail}` : ""}`;
+}
+
+/**
+ * promptView shows what each model call of a stage was given (the stored
+ * trace keeps the messages, capped and redacted) with the parts the
+ * context fitting made or changed marked, and how the stage's prompts were
+ * fitted to its node's window. null when the trace has neither.
+ */
+function promptView(stage) {
+  const calls = Array.isArray(stage.calls) ? stage.calls : [];
+  const withMessages = calls.filter((c) => Array.isArray(c.messages) && c.messages.length);
+  const ctx = stage.context;
+  if (!withMessages.length && !ctx) return null;
+  const box = el("section", "prompt-view");
+  box.append(el("h4", "sd-sub", "Prompt"));
+  if (ctx) {
+    const c = el("div", "pv-context");
+    c.dataset.overflow = String(!!ctx.overflow);
+    const bits = [`window ${numberFmt.format(ctx.window ?? 0)} tokens`, `estimated ${numberFmt.format(ctx.estimated_tokens ?? 0)}`];
+    if (ctx.reported_tokens) bits.push(`reported ${numberFmt.format(ctx.reported_tokens)}`);
+    c.append(el("p", "pv-window", bits.join(" · ")));
+    if (ctx.overflow) c.append(el("p", "pv-overflow", "⚠\uFE0E The prompt reached the window: the node may have cut it."));
+    const actions = Array.isArray(ctx.actions) ? ctx.actions : [];
+    if (actions.length) {
+      const ul = el("ul", "pv-actions");
+      ul.setAttribute("aria-label", "Context fitting");
+      for (const a of actions) {
+        const li = el("li", "pv-action", contextAction(a));
+        li.dataset.action = a.action ?? "";
+        ul.append(li);
+      }
+      c.append(ul);
+    }
+    box.append(c);
+  }
+  const last = calls.findLastIndex((c) => Array.isArray(c.messages) && c.messages.length);
+  calls.forEach((call, i) => {
+    if (!Array.isArray(call.messages) || call.messages.length === 0) return;
+    const d = el("details", "pv-call");
+    // The last prompt is the one the stage's answer came from: open.
+    d.open = i === last;
+    d.dataset.kind = call.kind || "turn";
+    const fitted = call.messages.filter((m) => m.fit).length;
+    const label = call.kind === "summary" ? `Summary call${call.node ? ` on ${call.node}` : ""}` : `Call ${i + 1} · turn ${call.turn ?? "?"}`;
+    const sum = el("summary", "pv-call-head", `${label} · ${plural(call.messages.length, "message", "messages")}`);
+    if (fitted) sum.append(el("span", "pv-fitted", ` · ${fitted} fitted`));
+    d.append(sum);
+    const ol = el("ol", "pv-messages");
+    for (const m of call.messages) ol.append(promptMessage(m));
+    d.append(ol);
+    box.append(d);
+  });
+  return box;
+}
+
+function promptMessage(m) {
+  const li = el("li", "pv-msg");
+  li.dataset.role = m.role ?? "";
+  const head = el("div", "pv-msg-head");
+  head.append(el("span", "pv-role", m.role ?? "?"));
+  if (m.name) head.append(el("code", "pv-name", m.name));
+  if (m.tool_call_id) head.append(el("code", "pv-call-id", m.tool_call_id));
+  if (m.fit) {
+    li.dataset.fit = m.fit;
+    const mark = el("span", "pv-fit", `fitted: ${FIT_MARK[m.fit] ?? m.fit}`);
+    mark.dataset.fit = m.fit;
+    head.append(mark);
+  }
+  li.append(head);
+  if (m.content) li.append(el("pre", "pv-content", m.content));
+  for (const tc of m.tool_calls ?? []) {
+    const call = el("pre", "pv-tool-call", `→ ${tc.name ?? "?"} ${tc.arguments ?? ""}`);
+    li.append(call);
+  }
+  return li;
 }
 
 function toolCall(tool) {
