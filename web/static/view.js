@@ -14,6 +14,7 @@ export const STAGE_STATUS = {
   stopped_format_errors: { icon: "⚠\uFE0E", word: "stopped: format errors", tone: "warn" },
   stopped_no_progress: { icon: "⋯", word: "stopped: no progress", tone: "warn" },
   skipped_offline: { icon: "⊘", word: "skipped: offline", tone: "off" },
+  skipped_context: { icon: "⊘", word: "skipped: prompt too long", tone: "off" },
   failed: { icon: "✗", word: "failed", tone: "bad" },
   degenerate: { icon: "≋", word: "degenerate answer", tone: "warn" },
   awaiting_client: { icon: "⏸\uFE0E", word: "waiting for client", tone: "live" },
