@@ -81,16 +81,29 @@ func TestFrontsMetricsRoute(t *testing.T) {
 			t.Fatalf("%s: %d", p.path, resp.StatusCode)
 		}
 	}
-	resp, err := http.Get(ts.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := string(readAll(t, resp.Body))
-	resp.Body.Close()
-	for _, route := range []string{"/v1/responses", "/api/chat", "/api/generate"} {
-		if !strings.Contains(body, `chainproxy_requests_total{mode="simple",route="`+route+`",status="200"} 1`) {
-			t.Errorf("no request counted for route %s", route)
+	// A request is counted once its handler returns, which may be just
+	// after the client has read the answer: wait for the counts.
+	routes := []string{"/v1/responses", "/api/chat", "/api/generate"}
+	var missing []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
 		}
+		body := string(readAll(t, resp.Body))
+		resp.Body.Close()
+		missing = missing[:0]
+		for _, route := range routes {
+			if !strings.Contains(body, `chainproxy_requests_total{mode="simple",route="`+route+`",status="200"} 1`) {
+				missing = append(missing, route)
+			}
+		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("no request counted for routes %v", missing)
 	}
 }
 
