@@ -1,7 +1,6 @@
 package realollama_test
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"chainproxy/internal/realollama"
 )
@@ -41,42 +39,19 @@ func startProxy(t *testing.T, f *fixture, config string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(f.dir, "proxy"), "-config", cfg, "-addr", "127.0.0.1:0")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	var log lockedBuffer
+	exited := make(chan struct{})
+	u, err := listen(cmd, &log, exited)
+	t.Cleanup(func() {
+		if cmd.Process != nil {
+			cmd.Process.Signal(os.Interrupt)
+			<-exited
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { // exits when the proxy process does
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		<-exited
-	})
-	addr := make(chan string, 1)
-	go func() { // exits at the proxy's stdout EOF
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
-				addr <- u
-			}
-		}
-	}()
-	select {
-	case u := <-addr:
-		return u
-	case <-exited:
-		t.Fatalf("proxy exited: %s", stderr.String())
-	case <-time.After(time.Minute):
-		t.Fatalf("proxy did not listen within a minute: %s", stderr.String())
-	}
-	return ""
+	return u
 }
 
 type ctxTrace struct {

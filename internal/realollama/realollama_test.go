@@ -112,17 +112,25 @@ func start(bin string) (*fixture, error) {
 		return f, err
 	}
 	f.cmd = exec.Command(proxyBin, "-config", cfg, "-addr", "127.0.0.1:0")
-	stdout, err := f.cmd.StdoutPipe()
+	f.proxy, err = listen(f.cmd, f.proxyLog, f.exited)
+	return f, err
+}
+
+// listen starts the proxy command cmd with its stderr to log, closes
+// exited when it exits, and returns the base URL it prints once it
+// listens.
+func listen(cmd *exec.Cmd, log *lockedBuffer, exited chan struct{}) (string, error) {
+	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return f, err
+		return "", err
 	}
-	f.cmd.Stderr = f.proxyLog
-	if err := f.cmd.Start(); err != nil {
-		return f, err
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		return "", err
 	}
 	go func() { // exits when the proxy process does
-		f.cmd.Wait()
-		close(f.exited)
+		cmd.Wait()
+		close(exited)
 	}()
 	addr := make(chan string, 1)
 	go func() { // exits at the proxy's stdout EOF
@@ -134,13 +142,13 @@ func start(bin string) (*fixture, error) {
 		}
 	}()
 	select {
-	case f.proxy = <-addr:
-	case <-f.exited:
-		return f, fmt.Errorf("proxy exited: %s", f.proxyLog)
+	case u := <-addr:
+		return u, nil
+	case <-exited:
+		return "", fmt.Errorf("proxy exited: %s", log)
 	case <-time.After(time.Minute):
-		return f, fmt.Errorf("proxy did not listen within a minute: %s", f.proxyLog)
+		return "", fmt.Errorf("proxy did not listen within a minute: %s", log)
 	}
-	return f, nil
 }
 
 func (f *fixture) stop() {
