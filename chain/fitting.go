@@ -342,7 +342,7 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 	// The summary has its share of the stage's window to fill; a model
 	// that rambles stops there.
 	maxTokens := min(summarizerReserve, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
-	req := &Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow}
+	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow})
 	err := n.chat(ctx, req, func(c Chunk) error {
 		text.WriteString(c.Content)
 		if c.Usage != nil {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 )
 
 // errOutputCap stops a backend's stream once a call's output reached its
@@ -27,25 +28,28 @@ var errOutputCap = errors.New("output cap reached")
 //     bytes each (see Request.MaxArgsBytes), and max_output_bytes for
 //     all the answer's calls together (Request.MaxCallsBytes).
 func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
-	limit := n.MaxOutputBytes
-	if limit <= 0 {
-		limit = config.DefaultMaxOutputBytes
-	}
+	limit := n.outputLimit()
 	if req.MaxArgsBytes != n.maxArgs || req.MaxCallsBytes != limit {
+		// Callers build their requests with the caps (capped); a request
+		// that comes without them is copied.
 		r := *req
 		r.MaxArgsBytes, r.MaxCallsBytes = n.maxArgs, limit
 		req = &r
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // a capped call's connection is closed, not drained
-	content, reasoning := n.redact.Stream(), n.redact.Stream()
+	// A backend whose fn fails returns at once and closes the response
+	// body unread: a capped call's connection is closed, not drained.
+	var mask *masking
+	if !n.redact.Empty() {
+		// Only a configuration with secrets pays for the streams.
+		mask = &masking{content: n.redact.Stream(), reasoning: n.redact.Stream()}
+	}
 	used := 0
 	err := n.Backend.Chat(ctx, req, func(c Chunk) error {
-		if !n.redact.Empty() {
-			c.Content, c.Reasoning = content.Feed(c.Content), reasoning.Feed(c.Reasoning)
+		if mask != nil {
+			c.Content, c.Reasoning = mask.content.Feed(c.Content), mask.reasoning.Feed(c.Reasoning)
 			if c.FinishReason != "" {
-				c.Content += content.Flush()
-				c.Reasoning += reasoning.Flush()
+				c.Content += mask.content.Flush()
+				c.Reasoning += mask.reasoning.Flush()
 				for i := range c.ToolCalls {
 					c.ToolCalls[i].Arguments = n.redact.Values(c.ToolCalls[i].Arguments)
 				}
@@ -80,6 +84,23 @@ func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) err
 		return nil
 	}
 	return err
+}
+
+// masking is the two streams a call's content and reasoning are masked in.
+type masking struct{ content, reasoning redact.Stream }
+
+// outputLimit is nodes[].max_output_bytes, or its default.
+func (n *Node) outputLimit() int {
+	if n.MaxOutputBytes > 0 {
+		return n.MaxOutputBytes
+	}
+	return config.DefaultMaxOutputBytes
+}
+
+// capped returns req with n's caps set, for Node.chat.
+func (n *Node) capped(req *Request) *Request {
+	req.MaxArgsBytes, req.MaxCallsBytes = n.maxArgs, n.outputLimit()
+	return req
 }
 
 // cutUTF8 returns s cut to at most n bytes, on a rune boundary.

@@ -488,7 +488,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 
 // send makes one call of s to its node with the fitted prompt f.
 func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
-	req := &Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow}
+	req := s.node.capped(&Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow})
 	if !s.answers {
 		req.Params.Format = nil
 	}
