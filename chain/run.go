@@ -518,7 +518,12 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
-	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds(), sent: f.msgs, marks: f.marks}
+	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds()}
+	if !r.relay {
+		// A relay's prompt is the client's own: the stored trace need not
+		// copy it, and the relay path pays nothing for the prompt view.
+		mc.sent, mc.marks = f.msgs, f.marks
+	}
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, s.node.Name, r.req.Batch)
 		if err != nil {
