@@ -284,7 +284,7 @@ func (f *folder) summarizer() *Node {
 	return f.r.e.nodes[name]
 }
 
-func (f *folder) Window() (int, float64) {
+func (f *folder) Window(ctx context.Context) (int, float64) {
 	n := f.summarizer()
 	w := f.r.e.Window(n)
 	if w == 0 {
@@ -292,7 +292,7 @@ func (f *folder) Window() (int, float64) {
 		// smallest window of the small models the chain is for.
 		w = defaultOllamaWindow
 	}
-	return w, f.r.e.calibration.Ratio(context.Background(), n.Name)
+	return w, f.r.e.calibration.Ratio(ctx, n.Name)
 }
 
 func (f *folder) Cached(ctx context.Context, key string) (memory.Summary, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -138,8 +139,9 @@ type Folder interface {
 	Summarize(ctx context.Context, prompt []Message) (string, error)
 	// Store keeps s under key.
 	Store(ctx context.Context, key string, s Summary)
-	// Window is the summarizer's own window and ratio, for its prompt.
-	Window() (window int, ratio float64)
+	// Window is the summarizer's own window and ratio, for its prompt;
+	// the ratio may be read from the shared store.
+	Window(ctx context.Context) (window int, ratio float64)
 }
 
 // Summary is the folded text of turns From to To.
@@ -417,7 +419,7 @@ func (f *fitting) buildMemory(ctx context.Context, folder Folder, m int) {
 	f.memory = f.memory[:0]
 	sum, ok := f.summary(ctx, folder, m)
 	if ok {
-		text := "Summary of the earlier conversation (turns 1–" + itoa(sum.To) + "), which is not shown here:\n" + sum.Text
+		text := "Summary of the earlier conversation (turns 1–" + strconv.Itoa(sum.To) + "), which is not shown here:\n" + sum.Text
 		text, _ = HeadTail(text, max(in.share(in.Shares.Summaries), 200))
 		f.memory = append(f.memory, part{m: Message{Role: "system", Content: text}, mark: MarkSummary})
 	}
@@ -447,7 +449,7 @@ func (f *fitting) questions(m int) string {
 		for _, msg := range t {
 			if msg.Role == "user" {
 				q, _ := HeadTail(strings.TrimSpace(msg.Content), questionCap)
-				qs = append(qs, "[turn "+itoa(i+1)+"] "+q)
+				qs = append(qs, "[turn "+strconv.Itoa(i+1)+"] "+q)
 				break
 			}
 		}
@@ -571,4 +573,3 @@ func cutRunes(s string, n int, head bool) string {
 	return s[i:]
 }
 
-func itoa(n int) string { return fmt.Sprint(n) }

@@ -78,7 +78,7 @@ func (s *scripted) Store(_ context.Context, key string, sum Summary) {
 	s.cache[key] = sum
 }
 
-func (s *scripted) Window() (int, float64) { return 32768, 4 }
+func (s *scripted) Window(context.Context) (int, float64) { return 32768, 4 }
 
 func marked(r *Result, mark string) []Message {
 	var out []Message

@@ -97,13 +97,13 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 		f.sum = prev
 		return prev, true
 	}
-	prompt, to := f.summaryPrompt(folder, prev, m)
+	prompt, to := f.summaryPrompt(ctx, folder, prev, m)
 	if to > prev.To {
 		text, err := folder.Summarize(ctx, prompt)
 		if text = strings.TrimSpace(text); err == nil && text != "" {
 			a := Action{Action: ActSummarized, FromTurn: prev.To + 1, ToTurn: to, SummaryID: SummaryID(hashes[to])}
 			if prev.To > 0 {
-				a.Detail = "consolidated with " + prev.ID + " (turns 1–" + itoa(prev.To) + ")"
+				a.Detail = "consolidated with " + prev.ID + " (turns 1–" + strconv.Itoa(prev.To) + ")"
 			}
 			f.actions = append(f.actions, a)
 			f.sum = Summary{ID: a.SummaryID, Text: text, From: 1, To: to, Seen: len(f.turns)}
@@ -130,8 +130,8 @@ const summarizerReserve = 768
 // summaryPrompt is the summarizer's prompt for turns prev.To+1..to, with
 // prev's text when there is one, and to: the last turn that fits the
 // summarizer's own window (its messages cut to a few lines each).
-func (f *fitting) summaryPrompt(folder Folder, prev Summary, m int) ([]Message, int) {
-	window, ratio := folder.Window()
+func (f *fitting) summaryPrompt(ctx context.Context, folder Folder, prev Summary, m int) ([]Message, int) {
+	window, ratio := folder.Window(ctx)
 	words := max(Tokens(f.in.share(f.in.Shares.Summaries), f.in.Ratio)*3/4, 60)
 	sys := fmt.Sprintf("You summarise the earlier part of a conversation for an assistant that will not see it. In at most %d words, say what the user asked, what was answered, which tools were called with which arguments and what they returned, and which files, names and numbers matter. Facts only, no preamble.", words)
 	room := int(float64(window-summarizerReserve)*ratio) - len(sys) - 2*MessageOverhead
