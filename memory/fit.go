@@ -572,4 +572,3 @@ func cutRunes(s string, n int, head bool) string {
 	}
 	return s[i:]
 }
-
