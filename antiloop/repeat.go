@@ -72,6 +72,7 @@ type Loop struct {
 type Repeats struct {
 	done int // bytes of the text judged
 	look int // offset of the next look for a byte run
+	free int // Skip takes a text shorter than this (setFree)
 
 	// The byte run the text ends in, if any: a period of per bytes since
 	// start; due is where it becomes a loop (never: it cannot).
@@ -125,27 +126,66 @@ func (d *Repeats) Scan(text string) (Loop, bool) {
 			d.endLine(text, end-1)
 		}
 	}
+	d.setFree()
 	return d.found, d.loop
+}
+
+// ByteSet is a set of bytes that Skip stops at besides the newline: a
+// caller's own bytes of interest (the start of a text tool call, say) are
+// looked for in Skip's one pass over the new bytes.
+type ByteSet [256]bool
+
+// NewByteSet returns the set of the bytes of s and the newline.
+func NewByteSet(s string) *ByteSet {
+	var b ByteSet
+	b['\n'] = true
+	for i := range len(s) {
+		b[s[i]] = true
+	}
+	return &b
 }
 
 // Skip is Scan for the usual streamed chunk, on a path the compiler
 // inlines: it takes the text's new bytes and reports true when they need no
-// judging (no look offset or line end among them; when a run is followed,
-// they continue it without making it a loop). When it reports false, Scan
-// must judge them.
-func (d *Repeats) Skip(text string) bool {
-	if d.per == 0 && len(text) >= d.look || len(text) >= d.due {
+// judging and hold no byte of stop (a set from NewByteSet, which holds the
+// newline): no look offset, no line end, nothing to hold back; when a run
+// is followed, they continue it without making it a loop. When it reports
+// false, Scan must judge them. A text Skip takes ends before Hold.
+func (d *Repeats) Skip(text string, stop *ByteSet) bool {
+	if len(text) >= d.free {
 		return false
 	}
-	// A plain loop: the new bytes are one token or so, too few for
-	// IndexByte's set-up to pay, and it keeps Skip inlined.
-	for i := d.done; i < len(text); i++ {
-		if text[i] == '\n' || d.per != 0 && text[i] != text[i-d.per] {
-			return false
+	// Plain loops: the new bytes are one token or so, too few for a
+	// vector search's set-up to pay (measured), and Skip stays inlined.
+	_ = stop[0] // one nil check, not one a byte
+	if d.per == 0 {
+		for _, c := range []byte(text[d.done:]) {
+			if stop[c] {
+				return false
+			}
+		}
+	} else {
+		for i := d.done; i < len(text); i++ {
+			if c := text[i]; stop[c] || c != text[i-d.per] {
+				return false
+			}
 		}
 	}
 	d.done = len(text)
 	return true
+}
+
+// setFree records where Skip must hand the text back to Scan: the next
+// look for a run, where the followed run becomes a loop, or what must be
+// held back, whichever comes first.
+func (d *Repeats) setFree() {
+	d.free = min(d.due, d.Hold())
+	if d.per == 0 {
+		d.free = min(d.free, d.look)
+	}
+	if d.loop {
+		d.free = 0
+	}
 }
 
 // End judges the text's last line, which no newline ends, once the text is
@@ -155,6 +195,7 @@ func (d *Repeats) End(text string) (Loop, bool) {
 	if !d.loop && d.lineStart < len(text) {
 		d.endLine(text, len(text))
 	}
+	d.setFree()
 	return d.found, d.loop
 }
 
@@ -253,6 +294,13 @@ func findRun(s string) (per, start int, ok bool) {
 	lo := max(0, n-tailLen-min(maxPeriod, n/2))
 	at := rarest(tail)
 	c := tail[at]
+	// A second byte, compared before the whole tail: most places the rare
+	// byte is found at are not the tail, and one byte tells.
+	at2 := tailLen - 1
+	if at == at2 {
+		at2 = 0
+	}
+	c2 := tail[at2]
 	var near [4]int
 	found := 0
 	for i := lo + at; i < n-tailLen+at; {
@@ -261,7 +309,7 @@ func findRun(s string) (per, start int, ok bool) {
 			break
 		}
 		i += j
-		if st := i - at; s[st:st+tailLen] == tail {
+		if st := i - at; s[st+at2] == c2 && s[st:st+tailLen] == tail {
 			near[found%len(near)] = st
 			found++
 		}
@@ -336,8 +384,12 @@ func (d *Repeats) endLine(text string, end int) {
 	d.lines[d.n%ringLines] = l
 	d.n++
 	d.lineHold = never
+	if l.table {
+		d.eq = [maxLines]int{}
+		return
+	}
 	for q := 1; q <= maxLines; q++ {
-		if d.n <= q || l.table || !d.same(text, l, d.lines[(d.n-1-q)%ringLines]) {
+		if d.n <= q || !d.same(text, key, &d.lines[uint(d.n-1-q)%ringLines]) {
 			d.eq[q-1] = 0
 			continue
 		}
@@ -377,10 +429,10 @@ func (d *Repeats) endLine(text string, end int) {
 	}
 }
 
-// same reports whether lines a and b of text read the same once their
-// markers and spaces are left out.
-func (d *Repeats) same(text string, a, b line) bool {
-	return a.keyEnd-a.key == b.keyEnd-b.key && text[a.key:a.keyEnd] == text[b.key:b.keyEnd]
+// same reports whether line b of text reads key once its marker and spaces
+// are left out.
+func (d *Repeats) same(text, key string, b *line) bool {
+	return int(b.keyEnd-b.key) == len(key) && text[b.key:b.keyEnd] == key
 }
 
 // shorter reports whether the run of blocks of q lines is a run of a
@@ -473,8 +525,18 @@ var byteRank = func() (r [256]uint8) {
 // hasLetter reports whether s has a letter: a repeated run of digits,
 // spaces and punctuation is a table or a drawing, not a model chanting.
 func hasLetter(s string) bool {
-	for _, r := range s {
-		if unicode.IsLetter(r) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			// Past ASCII: unicode decides, from here.
+			for _, r := range s[i:] {
+				if unicode.IsLetter(r) {
+					return true
+				}
+			}
+			return false
+		}
+		if 'a' <= c|0x20 && c|0x20 <= 'z' {
 			return true
 		}
 	}

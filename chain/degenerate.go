@@ -38,6 +38,21 @@ type answerGate struct {
 	loop *antiloop.Loop
 }
 
+// The bytes the gates' fast path stops at: a line end, which the detector
+// judges, and, where text tool calls may come, what starts one.
+var (
+	lineEnds   = antiloop.NewByteSet("")
+	callStarts = antiloop.NewByteSet("<[")
+)
+
+// stops is what the fast path stops at.
+func (g *answerGate) stops() *antiloop.ByteSet {
+	if g.calls {
+		return callStarts
+	}
+	return lineEnds
+}
+
 // next takes the content so far and returns what more of it may be shown.
 // It returns errLoop once the content holds a repetition loop: the call
 // must stop, and its content is cut at g.loop.Keep. While the content ends
@@ -59,22 +74,16 @@ func (g *answerGate) next(content string) (string, error) {
 // of a repeated segment is held, and none of them may start a text call.
 // ok is false when next must decide.
 func (g *answerGate) pass(content string) (out string, ok bool) {
-	if !g.rep.Skip(content) {
+	if !g.rep.Skip(content, g.stops()) {
 		return "", false
 	}
 	if g.quiet {
 		return "", true // nothing of a quiet call is shown
 	}
-	if g.shown == 0 || g.rep.Hold() < len(content) {
+	if g.shown == 0 {
 		return g.release(content, min(g.rep.Hold(), g.safe(content))), true
 	}
-	if g.calls {
-		for i := g.shown; i < len(content); i++ {
-			if c := content[i]; c == '<' || c == '[' {
-				return g.release(content, g.safe(content)), true
-			}
-		}
-	}
+	// Skip took the new bytes: they end before Hold and start no text call.
 	out = content[g.shown:]
 	g.shown = len(content)
 	return out, true
@@ -279,14 +288,16 @@ func noAnswer(s *stage) string {
 // thinking, a <think> block) for a repetition loop: a reasoning model that
 // loops there would otherwise run until max_tokens and give no answer.
 // Its detector is made at the first reasoning chunk: most calls have none.
-type thinkGate struct{ rep *antiloop.Repeats }
+type thinkGate struct {
+	rep antiloop.Repeats
+	// on: some reasoning came; a call with none is not judged at its end.
+	on bool
+}
 
 // next takes the reasoning so far and returns errLoop once it holds a loop.
 func (g *thinkGate) next(reasoning string) error {
-	if g.rep == nil {
-		g.rep = new(antiloop.Repeats)
-	}
-	if g.rep.Skip(reasoning) {
+	g.on = true
+	if g.rep.Skip(reasoning, lineEnds) {
 		return nil
 	}
 	if _, ok := g.rep.Scan(reasoning); ok {
@@ -299,7 +310,7 @@ func (g *thinkGate) next(reasoning string) error {
 // went into a loop: the stage then records the loop, keeps the reasoning
 // up to its first copy, and the call's answer and calls count for nothing.
 func (r *run) thinkLooped(s *stage, g *thinkGate, reasoning string) bool {
-	if g.rep == nil {
+	if !g.on {
 		return false
 	}
 	l, ok := g.rep.End(reasoning)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"chainproxy/antiloop"
@@ -454,6 +455,30 @@ func (r *run) callNoTurn(ctx context.Context, s *stage) (Message, error) {
 // contentRoom is what a call's content buffer starts with.
 const contentRoom = 512
 
+// callState is one model call's request and what its chunk callback fills
+// in. It is pooled: a call's state is large (two loop detectors), and a
+// chain makes one call per turn.
+type callState struct {
+	req                Request
+	gate               answerGate
+	think              thinkGate
+	content, reasoning strings.Builder
+	calls              []ToolCall
+	usage              *Usage
+	finish, cut        string
+	sent               bool   // whether this call's content reached the client
+	shown              string // the last answer text it streamed
+}
+
+var callStates = sync.Pool{New: func() any { return new(callState) }}
+
+// free returns cs to the pool, keeping nothing the call's results hold:
+// the builders' strings and the calls' slice are the caller's now.
+func (cs *callState) free() {
+	*cs = callState{}
+	callStates.Put(cs)
+}
+
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
@@ -488,7 +513,12 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 
 // send makes one call of s to its node with the fitted prompt f.
 func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
-	req := s.node.capped(&Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow})
+	// What the call and its chunk callback fill in, in one pooled value:
+	// the closure shares it, and a turn costs no allocation for it.
+	cs := callStates.Get().(*callState)
+	defer cs.free()
+	cs.req = Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow}
+	req := s.node.capped(&cs.req)
 	if !s.answers {
 		req.Params.Format = nil
 	}
@@ -503,18 +533,6 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	fresh := answerGate{calls: live && parse, bare: len(offered) > 0, quiet: !live}
 	if live {
 		fresh.copies = s.earlier
-	}
-	// What the chunk callback fills in, in one value: the closure shares
-	// it, so it costs one allocation rather than one per variable.
-	var cs struct {
-		gate               answerGate
-		think              thinkGate
-		content, reasoning strings.Builder
-		calls              []ToolCall
-		usage              *Usage
-		finish, cut        string
-		sent               bool   // whether this call's content reached the client
-		shown              string // the last answer text it streamed
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()

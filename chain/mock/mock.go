@@ -68,15 +68,25 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	turnIdx := turnIndex(req.Messages)
 	user := b.blocks.Judge(chain.UserTexts(req.Messages)).Text
 	turns := b.script.Turns
-	lower, system := strings.ToLower(user), strings.ToLower(systemText(req.Messages))
+	lower := strings.ToLower(user)
+	// The system text is lowered only for a scenario that reads it: stage
+	// prompts are long, and the chain benchmarks measure the engine, not
+	// the mock.
+	system, lowered := "", false
 	for _, s := range b.script.Scenarios {
-		if s.When == "" && s.System == "" {
+		if s.When == "" && s.System == "" || s.When != "" && !strings.Contains(lower, strings.ToLower(s.When)) {
 			continue
 		}
-		if (s.When == "" || strings.Contains(lower, strings.ToLower(s.When))) && (s.System == "" || strings.Contains(system, strings.ToLower(s.System))) {
-			turns = s.Turns
-			break
+		if s.System != "" {
+			if !lowered {
+				system, lowered = strings.ToLower(systemText(req.Messages)), true
+			}
+			if !strings.Contains(system, strings.ToLower(s.System)) {
+				continue
+			}
 		}
+		turns = s.Turns
+		break
 	}
 	if len(turns) == 0 {
 		turns = []config.MockTurn{{Content: "(mock " + b.node + " has no script)"}}
