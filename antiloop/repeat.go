@@ -63,7 +63,7 @@ type Loop struct {
 
 // Repeats finds repetition loops in a text that grows, streamed or whole:
 // the same algorithm judges both, and its verdict does not depend on how the
-// text was cut into pieces. It keeps O(1) state (under 400 bytes), does
+// text was cut into pieces. It keeps O(1) state (under 512 bytes), does
 // O(1) amortized work per byte between looks, and a bounded scan every
 // lookStep bytes.
 //
@@ -88,6 +88,11 @@ type Repeats struct {
 	// first[q-1] is where the run of blocks of q lines starts, and
 	// firstEnd[q-1] where its first block ends, the cut if it is a loop.
 	first, firstEnd [maxLines]int
+	// runes[q-1] is the length of a block of the run of blocks of q lines,
+	// letters[q-1] whether it has a letter: the copies are equal, so they
+	// are measured once a run (0: not yet).
+	runes   [maxLines]int
+	letters [maxLines]bool
 	// lineHold is where the copy that would complete a loop of lines
 	// starts, while the text may be writing it (never when none).
 	lineHold int
@@ -396,6 +401,7 @@ func (d *Repeats) endLine(text string, end int) {
 		d.eq[q-1]++
 		if d.eq[q-1] == 1 {
 			// A run starts: its first block is the q lines before this one.
+			d.runes[q-1], d.letters[q-1] = 0, false
 			d.first[q-1] = int(d.lines[(d.n-1-q)%ringLines].start)
 			d.firstEnd[q-1] = int(d.lines[(d.n-2)%ringLines].end)
 		}
@@ -404,17 +410,22 @@ func (d *Repeats) endLine(text string, end int) {
 		}
 		// The last copies·q lines are copies of a block of q lines.
 		copies := d.eq[q-1]/q + 1
-		runes, letters, code := 0, false, false
-		for k := d.n - q; k < d.n; k++ {
-			b := d.lines[k%ringLines]
-			key := text[b.key:b.keyEnd]
-			runes += utf8.RuneCountInString(key) + 1 // and its newline
-			letters = letters || hasLetter(key)
-			code = code || b.code
+		if d.runes[q-1] == 0 {
+			for k := d.n - q; k < d.n; k++ {
+				b := d.lines[k%ringLines]
+				key := text[b.key:b.keyEnd]
+				d.runes[q-1] += utf8.RuneCountInString(key) + 1 // and its newline
+				d.letters[q-1] = d.letters[q-1] || hasLetter(key)
+			}
 		}
-		if !letters {
+		if !d.letters[q-1] {
 			continue
 		}
+		code := false
+		for k := d.n - q; k < d.n; k++ {
+			code = code || d.lines[k%ringLines].code
+		}
+		runes := d.runes[q-1]
 		want := need(runes, code)
 		switch {
 		case copies >= want:
