@@ -33,7 +33,9 @@ type answerGate struct {
 	// quiet: the content is not streamed to the client: nothing is shown,
 	// loops are looked for only to stop the call and save its tokens.
 	quiet bool
-	rep   antiloop.Repeats
+	// judged is how much of a quiet call's content was judged.
+	judged int
+	rep    antiloop.Repeats
 	// loop is the repetition found, if any.
 	loop *antiloop.Loop
 }
@@ -63,6 +65,7 @@ func (g *answerGate) next(content string) (string, error) {
 		return g.cut(content, l), errLoop
 	}
 	if g.quiet {
+		g.judged = len(content)
 		return "", nil // nothing of a quiet call is shown
 	}
 	return g.release(content, min(g.rep.Hold(), g.safe(content))), nil
@@ -74,11 +77,14 @@ func (g *answerGate) next(content string) (string, error) {
 // of a repeated segment is held, and none of them may start a text call.
 // ok is false when next must decide.
 func (g *answerGate) pass(content string) (out string, ok bool) {
+	if g.quiet {
+		// Nothing of a quiet call is shown: it is judged every quietBatch
+		// bytes, which finds the same loop (the detector's verdict does
+		// not depend on how the text is cut), at most that late.
+		return "", len(content) < g.judged+quietBatch
+	}
 	if !g.rep.Skip(content, g.stops()) {
 		return "", false
-	}
-	if g.quiet {
-		return "", true // nothing of a quiet call is shown
 	}
 	if g.shown == 0 {
 		return g.release(content, min(g.rep.Hold(), g.safe(content))), true
@@ -292,14 +298,22 @@ type thinkGate struct {
 	rep antiloop.Repeats
 	// on: some reasoning came; a call with none is not judged at its end.
 	on bool
+	// judged is how much of the reasoning was judged.
+	judged int
 }
+
+// quietBatch is how many new bytes of a text nobody waits on (a quiet
+// call's content, a reasoning) wait to be judged together: the loop found
+// is the same, and a call that loops is stopped at most that late.
+const quietBatch = 256
 
 // next takes the reasoning so far and returns errLoop once it holds a loop.
 func (g *thinkGate) next(reasoning string) error {
 	g.on = true
-	if g.rep.Skip(reasoning, lineEnds) {
+	if len(reasoning) < g.judged+quietBatch {
 		return nil
 	}
+	g.judged = len(reasoning)
 	if _, ok := g.rep.Scan(reasoning); ok {
 		return errLoop
 	}
