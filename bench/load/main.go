@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	pprofAddr := fs.String("pprof", "", "internal: serve net/http/pprof on this address")
 
 	var o options
-	conns := fs.String("conns", "1,8,32", "comma-separated client `connections` per cell")
+	conns := fs.String("conns", "1,8,32,256", "comma-separated client `connections` per cell")
 	targets := fs.String("targets", "direct,bare,proxy", "comma-separated targets to drive: direct (the upstream itself), bare, proxy (model \"A\": a plain relay to node A), simple (the same proxy with model \"chain/simple\": simple mode with the server tools)")
 	modes := fs.String("modes", "non-stream,stream", "comma-separated modes to drive")
 	fs.StringVar(&o.repo, "repo", ".", "repository root (where ./cmd/proxy is)")
