@@ -72,7 +72,7 @@ type Loop struct {
 type Repeats struct {
 	done int // bytes of the text judged
 	look int // offset of the next look for a byte run
-	free int // Skip takes a text shorter than this (setFree)
+	free int // Plain
 
 	// The byte run the text ends in, if any: a period of per bytes since
 	// start; due is where it becomes a loop (never: it cannot).
@@ -135,54 +135,17 @@ func (d *Repeats) Scan(text string) (Loop, bool) {
 	return d.found, d.loop
 }
 
-// ByteSet is a set of bytes that Skip stops at besides the newline: a
-// caller's own bytes of interest (the start of a text tool call, say) are
-// looked for in Skip's one pass over the new bytes.
-type ByteSet [256]bool
+// Plain is how long the text may grow with nothing in it to judge, as
+// long as no newline comes: Scan would find no run to look for, none to
+// follow, no line and nothing to hold back before that length. A caller
+// streaming the text may pass such bytes on without calling Scan, whose
+// next call judges them with the same verdict. While a run is followed,
+// per is its period: each new byte must then equal the byte per bytes
+// before it. Plain is 0 once a loop is found.
+func (d *Repeats) Plain() (end, per int) { return d.free, d.per }
 
-// NewByteSet returns the set of the bytes of s and the newline.
-func NewByteSet(s string) *ByteSet {
-	var b ByteSet
-	b['\n'] = true
-	for i := range len(s) {
-		b[s[i]] = true
-	}
-	return &b
-}
-
-// Skip is Scan for the usual streamed chunk, on a path the compiler
-// inlines: it takes the text's new bytes and reports true when they need no
-// judging and hold no byte of stop (a set from NewByteSet, which holds the
-// newline): no look offset, no line end, nothing to hold back; when a run
-// is followed, they continue it without making it a loop. When it reports
-// false, Scan must judge them. A text Skip takes ends before Hold.
-func (d *Repeats) Skip(text string, stop *ByteSet) bool {
-	if len(text) >= d.free {
-		return false
-	}
-	// Plain loops: the new bytes are one token or so, too few for a
-	// vector search's set-up to pay (measured), and Skip stays inlined.
-	_ = stop[0] // one nil check, not one a byte
-	if d.per == 0 {
-		for _, c := range []byte(text[d.done:]) {
-			if stop[c] {
-				return false
-			}
-		}
-	} else {
-		for i := d.done; i < len(text); i++ {
-			if c := text[i]; stop[c] || c != text[i-d.per] {
-				return false
-			}
-		}
-	}
-	d.done = len(text)
-	return true
-}
-
-// setFree records where Skip must hand the text back to Scan: the next
-// look for a run, where the followed run becomes a loop, or what must be
-// held back, whichever comes first.
+// setFree records Plain: the next look for a run, where the followed run
+// becomes a loop, or what must be held back, whichever comes first.
 func (d *Repeats) setFree() {
 	d.free = min(d.due, d.Hold())
 	if d.per == 0 {

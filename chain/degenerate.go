@@ -35,24 +35,23 @@ type answerGate struct {
 	quiet bool
 	// judged is how much of a quiet call's content was judged.
 	judged int
-	rep    antiloop.Repeats
+	// fast: pass may take the content while it is shorter (0: it may not),
+	// each new byte equal to the one per bytes before it when per is set.
+	fast, per int
+	rep       antiloop.Repeats
 	// loop is the repetition found, if any.
 	loop *antiloop.Loop
 }
 
-// The bytes the gates' fast path stops at: a line end, which the detector
+// The bytes the gate's fast path stops at: a line end, which the detector
 // judges, and, where text tool calls may come, what starts one.
-var (
-	lineEnds   = antiloop.NewByteSet("")
-	callStarts = antiloop.NewByteSet("<[")
-)
+var lineEnds, callStarts = byteSet("\n"), byteSet("\n<[")
 
-// stops is what the fast path stops at.
-func (g *answerGate) stops() *antiloop.ByteSet {
-	if g.calls {
-		return callStarts
+func byteSet(s string) (set [256]bool) {
+	for i := range len(s) {
+		set[s[i]] = true
 	}
-	return lineEnds
+	return set
 }
 
 // next takes the content so far and returns what more of it may be shown.
@@ -61,35 +60,47 @@ func (g *answerGate) stops() *antiloop.ByteSet {
 // in a run one copy short of a loop, that copy is held back. The streaming
 // path tries pass first.
 func (g *answerGate) next(content string) (string, error) {
-	if l, ok := g.rep.Scan(content); ok {
-		return g.cut(content, l), errLoop
-	}
-	if g.quiet {
-		g.judged = len(content)
-		return "", nil // nothing of a quiet call is shown
-	}
-	return g.release(content, min(g.rep.Hold(), g.safe(content))), nil
-}
-
-// pass is next for the usual chunk, in one call: its new bytes need no
-// judging by the detector (no look offset, no line end, no loop), the
-// start of the answer is out (so it is no copy of an earlier one), no copy
-// of a repeated segment is held, and none of them may start a text call.
-// ok is false when next must decide.
-func (g *answerGate) pass(content string) (out string, ok bool) {
 	if g.quiet {
 		// Nothing of a quiet call is shown: it is judged every quietBatch
 		// bytes, which finds the same loop (the detector's verdict does
 		// not depend on how the text is cut), at most that late.
-		return "", len(content) < g.judged+quietBatch
+		if len(content) < g.judged+quietBatch {
+			return "", nil
+		}
+		g.judged = len(content)
 	}
-	if !g.rep.Skip(content, g.stops()) {
+	if l, ok := g.rep.Scan(content); ok {
+		return g.cut(content, l), errLoop
+	}
+	if g.quiet {
+		return "", nil
+	}
+	out := g.release(content, min(g.rep.Hold(), g.safe(content)))
+	g.fast = 0
+	if g.shown == len(content) {
+		g.fast, g.per = g.rep.Plain()
+	}
+	return out, nil
+}
+
+// pass is next for the usual chunk, on a path the compiler inlines, as the
+// streaming path calls it for every chunk: all the content before it was
+// shown, and its new bytes, short of g.fast, hold no line end for the
+// detector and nothing that may start a text call. ok is false when next
+// must decide.
+func (g *answerGate) pass(content string) (out string, ok bool) {
+	if len(content) >= g.fast {
 		return "", false
 	}
-	if g.shown == 0 {
-		return g.release(content, min(g.rep.Hold(), g.safe(content))), true
+	stop := &lineEnds
+	if g.calls {
+		stop = &callStarts
 	}
-	// Skip took the new bytes: they end before Hold and start no text call.
+	for i, c := range []byte(content[g.shown:]) {
+		if stop[c] || g.per != 0 && c != content[g.shown+i-g.per] {
+			return "", false
+		}
+	}
 	out = content[g.shown:]
 	g.shown = len(content)
 	return out, true
