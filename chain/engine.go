@@ -293,6 +293,18 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 		r.trace.Reasons = append(r.trace.Reasons, r.clientToolReasons()...)
 	}
+	if hasParts(req.Messages) {
+		// Refused before anything runs when no node that may answer can
+		// take an image or a file; the stages that can get them.
+		r.parts = true
+		nodes := e.answeringNodes(r.trace.Mode)
+		if route.Relay() {
+			nodes = []*Node{e.nodes[route.Node]}
+		}
+		if err := e.checkParts(ctx, req.Messages, nodes); err != nil {
+			return nil, err
+		}
+	}
 	r.trace.Stages = []StageTrace{}
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err
