@@ -12,8 +12,8 @@ package ollama
 
 import (
 	"bufio"
-	"cmp"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
