@@ -69,7 +69,7 @@ func (e *Engine) takesPart(ctx context.Context, n *Node, p *Part) (bool, string)
 		if known {
 			said = "capabilities: " + strings.Join(caps, ", ")
 		}
-		return false, fmt.Sprintf("node %s: model %q cannot take images (%s); use a vision model, or set capabilities [..., vision] on a node whose model takes them", n.Name, n.Model, said)
+		return false, fmt.Sprintf("node %s: model %q cannot take images (%s): send the image to a vision model, or, if this model does take images, add vision to the node's capabilities in the configuration", n.Name, n.Model, said)
 	}
 	if ollama && p.URL != "" {
 		return false, fmt.Sprintf("node %s is an Ollama node, which takes an image's bytes, not a URL, and the proxy fetches nothing: send the image as a data: URL", n.Name)
