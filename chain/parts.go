@@ -146,30 +146,30 @@ func (r *run) partsFor(ctx context.Context, s *stage, msgs []Message) []Message 
 	var why string
 	for i := range msgs {
 		var kept []Part
-		dropped := 0
+		mi, mf := 0, 0 // this message's images and files left out
 		for j := range msgs[i].Parts {
 			p := &msgs[i].Parts[j]
 			if ok, w := r.e.takesPart(ctx, s.node, p); !ok {
-				dropped++
 				if p.Kind == PartFile {
-					files++
+					mf++
 				} else {
-					images++
+					mi++
 				}
 				why = w
 				continue
 			}
 			kept = append(kept, *p)
 		}
-		if dropped == 0 {
+		if mi+mf == 0 {
 			continue
 		}
+		images, files = images+mi, files+mf
 		if out == nil {
 			out = slices.Clone(msgs)
 		}
 		m := &out[i]
 		m.Parts = kept
-		m.Content = strings.TrimRight(m.Content, "\n") + "\n" + partsOmitted(msgs[i].Parts, kept, s.node)
+		m.Content = strings.TrimRight(m.Content, "\n") + "\n" + partsOmitted(mi, mf, s.node)
 	}
 	if out == nil {
 		return msgs
@@ -180,26 +180,24 @@ func (r *run) partsFor(ctx context.Context, s *stage, msgs []Message) []Message 
 
 // partsOmitted is the line a message gets for the parts its node is not
 // shown.
-func partsOmitted(all, kept []Part, n *Node) string {
+func partsOmitted(images, files int, n *Node) string {
+	if files == 0 {
+		return memory.ImagesOmitted(images, "model "+n.Model+" cannot see images; another stage of the chain sees them")
+	}
+	return "[" + partsCount(images, files) + " of this message not shown: model " + n.Model + " cannot take them; another stage of the chain does.]"
+}
+
+// partsOf counts parts as partsCount says them.
+func partsOf(parts []Part) string {
 	images, files := 0, 0
-	for _, p := range all {
+	for _, p := range parts {
 		if p.Kind == PartFile {
 			files++
 		} else {
 			images++
 		}
 	}
-	for _, p := range kept {
-		if p.Kind == PartFile {
-			files--
-		} else {
-			images--
-		}
-	}
-	if files == 0 {
-		return memory.ImagesOmitted(images, "model "+n.Model+" cannot see images; another stage of the chain sees them")
-	}
-	return "[" + partsCount(images, files) + " of this message not shown: model " + n.Model + " cannot take them; another stage of the chain does.]"
+	return partsCount(images, files)
 }
 
 // partsCount says "1 image part", "2 file parts", "1 image part and 1

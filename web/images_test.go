@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,7 @@ type imageNodes struct {
 	ov, ot *fakeollama.Server
 	mv, mt *fakeopenai.Server
 	url    string
+	eng    *chain.Engine
 }
 
 // imageProxy starts the proxy over the four nodes with the given chain
@@ -99,7 +101,7 @@ func imageProxy(t *testing.T, chainYAML string) *imageNodes {
 	}
 	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: st, Keepalive: time.Hour}))
 	t.Cleanup(srv.Close)
-	u.url = srv.URL
+	u.url, u.eng = srv.URL, eng
 	return u
 }
 
@@ -353,4 +355,106 @@ func lastUserMessage(msgs []api.Message) api.Message {
 		}
 	}
 	return api.Message{}
+}
+
+// TestImagesResumeClientTools: a chain that pauses for the client's tool
+// keeps the picture: the vision stage sees it on both sides of the pause,
+// the text stages after the resume get the line in its place, and the
+// trace of the resumed chain says so.
+func TestImagesResumeClientTools(t *testing.T) {
+	pic := pngBytes(t)
+	b64 := base64.StdEncoding.EncodeToString(pic)
+	u := newAgentUpstreams(t, weatherOnce)
+	u.ol1.SetModel("ol1-model", "completion", "tools", "vision")
+	srv := agentProxy(t, u, "", store.NewMemory(1000, 50))
+	msgs := []any{map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "text", "text": "What is the weather where this photo was taken?"},
+		map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + b64}},
+	}}}
+	first := agentPost(t, srv.URL, msgs, false)
+	calls := first.calls()
+	if first.finish != "tool_calls" || len(calls) != 1 {
+		t.Fatalf("first answer %s", first.raw)
+	}
+	msgs = append(msgs, first.message, map[string]any{"role": "tool", "tool_call_id": calls[0]["id"], "content": "sunny"})
+	second := agentPost(t, srv.URL, msgs, true)
+	if second.message["content"] != "It is sunny in Paris." || second.trace == nil {
+		t.Fatalf("second answer %s", second.raw)
+	}
+	ol1 := u.ol1.Requests()
+	if len(ol1) != 2 {
+		t.Fatalf("OL1 got %d calls, want 2 (before and after the pause)", len(ol1))
+	}
+	for i, r := range ol1 {
+		if got := lastUserMessage(r.Messages); len(got.Images) != 1 || !bytes.Equal(got.Images[0], pic) {
+			t.Errorf("OL1's call %d: its user message has %d images", i, len(got.Images))
+		}
+	}
+	for name, f := range map[string]*fakeopenai.Server{"M1": u.m1, "M2": u.m2} {
+		bodies := f.Bodies()
+		if len(bodies) != 1 {
+			t.Fatalf("%s got %d calls", name, len(bodies))
+		}
+		raw, _ := json.Marshal(bodies[0]["messages"])
+		if bytes.Contains(raw, []byte("image_url")) || !bytes.Contains(raw, []byte("[1 image of this message not shown: model "+strings.ToLower(name)+"-model cannot see images")) {
+			t.Errorf("%s received %s", name, raw)
+		}
+	}
+	reasons := strings.Join(second.trace.Reasons, "\n")
+	if !strings.Contains(reasons, "resumed in stage OL1") || !strings.Contains(reasons, "(node M1) was not shown 1 image part") || !strings.Contains(reasons, "(node M2) was not shown 1 image part") {
+		t.Errorf("reasons %q", second.trace.Reasons)
+	}
+}
+
+// TestOllamaShowVision: /api/show says vision for a node whose server
+// does, or whose configuration does, once probed; for a chain model when
+// the nodes that may answer it see: chain/simple its simple node,
+// chain/reflexive a stage, chain/auto both. /api/tags lists such a model
+// with the family "clip", as Ollama lists its vision models.
+func TestOllamaShowVision(t *testing.T) {
+	for _, tc := range []struct {
+		name, chain string
+		vision      map[string]bool
+	}{
+		{"a vision simple node and stage", imageChain, map[string]bool{"OV": true, "llava": true, "OT": false, "MV": true, "MT": false, "chain/simple": true, "chain/reflexive": true, "chain/auto": true}},
+		{"a text simple node", "chain:\n  stages: [{node: OV, max_turns: 1}, {node: MT, max_turns: 1}]\n  simple_node: OT\n", map[string]bool{"chain/simple": false, "chain/reflexive": true, "chain/auto": false}},
+		{"no stage sees", "chain:\n  stages: [{node: OT, max_turns: 1}, {node: MT, max_turns: 1}]\n  simple_node: MV\n", map[string]bool{"chain/simple": true, "chain/reflexive": false, "chain/auto": false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := imageProxy(t, tc.chain)
+			for _, n := range []string{"OV", "OT", "MV", "MT"} {
+				_ = u.eng.Probe(t.Context(), n) // as the proxy does at startup
+			}
+			resp, err := http.Get(u.url + "/api/tags")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tags api.ListResponse
+			err = json.NewDecoder(resp.Body).Decode(&tags)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			families := map[string][]string{}
+			for _, m := range tags.Models {
+				families[m.Name] = m.Details.Families
+			}
+			for model, want := range tc.vision {
+				r, err := httpPost(u.url+"/api/show", `{"model":"`+model+`"}`)
+				if err != nil || r.status != 200 {
+					t.Fatalf("show %s: %d %s %v", model, r.status, r.body, err)
+				}
+				var show api.ShowResponse
+				if err := json.Unmarshal(r.body, &show); err != nil {
+					t.Fatal(err)
+				}
+				if got := slices.Contains(show.Capabilities, "vision"); got != want {
+					t.Errorf("/api/show %s: capabilities %v, vision %v, want %v", model, show.Capabilities, got, want)
+				}
+				if got := slices.Contains(families[model], "clip"); got != want {
+					t.Errorf("/api/tags %s: families %v, want clip %v", model, families[model], want)
+				}
+			}
+		})
+	}
 }
