@@ -451,8 +451,12 @@ func TestOllamaShowVision(t *testing.T) {
 				if got := slices.Contains(show.Capabilities, "vision"); got != want {
 					t.Errorf("/api/show %s: capabilities %v, vision %v, want %v", model, show.Capabilities, got, want)
 				}
-				if got := slices.Contains(families[model], "clip"); got != want {
-					t.Errorf("/api/tags %s: families %v, want clip %v", model, families[model], want)
+				tagged := model
+				if !strings.Contains(model, ":") {
+					tagged += ":latest"
+				}
+				if got := slices.Contains(families[tagged], "clip"); got != want {
+					t.Errorf("/api/tags %s: families %v, want clip %v", tagged, families[tagged], want)
 				}
 			}
 		})

@@ -204,7 +204,11 @@ func (e *ollamaEncoder) abort(_ int, obj errorObject) {
 }
 
 // ollamaModels are the models Ollama's listing shows: the chain's, then
-// each node by name and by model name, as /v1/models lists them.
+// each node by name and by model name, as /v1/models lists them, each with
+// a tag as Ollama lists every model (":latest" for a name without one).
+// Clients rely on it: Open WebUI adds ":latest" to a name without a tag
+// before it looks the name up in the listing, and refuses the chat when
+// the listing does not have it.
 func (s *Server) ollamaModels() []string {
 	names := []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive}
 	for _, n := range s.cfg.Nodes {
@@ -217,7 +221,12 @@ func (s *Server) ollamaModels() []string {
 			names = append(names, n.Model)
 		}
 	}
-	return names
+	for i, n := range names {
+		if !strings.Contains(n, ":") {
+			names[i] = n + ":latest"
+		}
+	}
+	return slices.Compact(names)
 }
 
 // ollamaDetails describes a model: the chain's models are of family
@@ -227,7 +236,7 @@ func (s *Server) ollamaModels() []string {
 // read only the list look there.
 func (s *Server) ollamaDetails(name string) api.ModelDetails {
 	d := api.ModelDetails{Format: "chain", Family: "chain", Families: []string{"chain"}}
-	route, err := s.engine.Resolve(name)
+	_, route, err := s.resolveOllama(name)
 	if err == nil && route.Node != "" {
 		for _, n := range s.cfg.Nodes {
 			if n.Name == route.Node {

@@ -187,7 +187,7 @@ func TestOllamaListing(t *testing.T) {
 	for _, m := range list.Models {
 		names = append(names, m.Name)
 	}
-	for _, want := range []string{"chain/auto", "chain/simple", "chain/reflexive", "OL1", "M2", "small-1"} {
+	for _, want := range []string{"chain/auto:latest", "chain/simple:latest", "chain/reflexive:latest", "OL1:latest", "M2:latest", "small-1:latest"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tags %v lack %s", names, want)
 		}
