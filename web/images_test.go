@@ -60,7 +60,7 @@ type imageNodes struct {
 func imageProxy(t *testing.T, chainYAML string) *imageNodes {
 	t.Helper()
 	u := &imageNodes{
-		ov: fakeollama.New(t, fakeollama.Reply{Content: []string{"I see a red pixel."}}),
+		ov: fakeollama.New(t, fakeollama.Reply{Content: []string{"I see ", "a red pixel."}, PromptEvalCount: 12, EvalCount: 5}),
 		ot: fakeollama.New(t, fakeollama.Reply{Content: []string{"text notes"}}),
 		mv: fakeopenai.New(t, fakeopenai.Reply{Content: []string{"A red pixel, says MV."}}),
 		mt: fakeopenai.New(t, fakeopenai.Reply{Content: []string{"MT answers."}}),
