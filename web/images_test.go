@@ -462,3 +462,43 @@ func TestOllamaShowVision(t *testing.T) {
 		})
 	}
 }
+
+// TestImagesClassified: chain/auto judges the words beside a picture, and
+// says it set the picture aside; a message that is only a picture is
+// passed over for the words before it.
+func TestImagesClassified(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString(pngBytes(t))
+	img := `{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}`
+	for _, tc := range []struct {
+		name, messages string
+		mode           string
+		reasons        []string
+	}{
+		{"a question about a picture", `[{"role":"user","content":[{"type":"text","text":"What is in this picture?"},` + img + `]}]`, "simple",
+			[]string{`text judged: "What is in this picture?"`, "set aside 1 image part"}},
+		{"only a picture after an analytical question", `[{"role":"user","content":"Compare the two charts I will send"},{"role":"assistant","content":"Send them."},{"role":"user","content":[` + img + `,` + img + `]}]`, "reflexive",
+			[]string{"keyword: compare", `text judged: "Compare the two charts I will send"`, "skipped 1 later user message with no words of the user's (image part)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := imageProxy(t, imageChain)
+			r, err := httpPost(u.url+"/v1/chat/completions", `{"model":"chain/auto","messages":`+tc.messages+`}`)
+			if err != nil || r.status != 200 {
+				t.Fatalf("%d %s %v", r.status, r.body, err)
+			}
+			var out struct {
+				Chain chain.Trace `json:"chain"`
+			}
+			if err := json.Unmarshal(r.body, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Chain.Mode != tc.mode {
+				t.Errorf("mode %s, want %s (reasons %q)", out.Chain.Mode, tc.mode, out.Chain.Reasons)
+			}
+			for _, w := range tc.reasons {
+				if !slices.Contains(out.Chain.Reasons, w) {
+					t.Errorf("reasons %q lack %q", out.Chain.Reasons, w)
+				}
+			}
+		})
+	}
+}

@@ -204,6 +204,8 @@ func TestStatusFor(t *testing.T) {
 		{&chain.Failure{Err: chain.ErrAllStagesFailed}, 502, "chain_failed"},
 		{&chain.QueueFullError{Node: "OL1"}, 429, "rate_limit_exceeded"},
 		{fmt.Errorf("%w: node OL1", chain.ErrToolsUnsupported), 400, "tools_unsupported"},
+		{&chain.PartError{Param: "messages[0].content[1]", Kind: chain.PartImage, Why: []string{"node OL1: no vision"}}, 400, "image_unsupported"},
+		{&chain.PartError{Kind: chain.PartFile, Why: []string{"node OL1: Ollama takes no files"}}, 400, "file_unsupported"},
 		{&chain.ContextLengthError{Node: "OL1", Window: 2048, Estimate: 5000}, 400, "context_length_exceeded"},
 		{&chain.Failure{Err: &chain.ContextLengthError{Node: "OL1", Upstream: "the input length exceeds the context length"}}, 400, "context_length_exceeded"},
 		{&chain.UpstreamError{Node: "OL1", Kind: chain.KindStatus, Status: 404, Message: "model 'x' not found"}, 502, "upstream_error"},
