@@ -179,12 +179,18 @@ func (r *run) partsFor(ctx context.Context, s *stage, msgs []Message) []Message 
 }
 
 // partsOmitted is the line a message gets for the parts its node is not
-// shown.
+// shown: the model cannot take them (no vision, or an image's URL for an
+// Ollama node), and another stage of the chain can.
 func partsOmitted(images, files int, n *Node) string {
-	if files == 0 {
-		return memory.ImagesOmitted(images, "model "+n.Model+" cannot see images; another stage of the chain sees them")
+	them := "them"
+	if images+files == 1 {
+		them = "it"
 	}
-	return "[" + partsCount(images, files) + " of this message not shown: model " + n.Model + " cannot take them; another stage of the chain does.]"
+	why := "model " + n.Model + " cannot take " + them + "; another stage of the chain can"
+	if files == 0 {
+		return memory.ImagesOmitted(images, why)
+	}
+	return "[" + partsCount(images, files) + " of this message not shown: " + why + ".]"
 }
 
 // partsOf counts parts as partsCount says them.

@@ -318,13 +318,13 @@ func TestImagesChainOneVisionStage(t *testing.T) {
 		t.Fatalf("the vision stage got %+v", ov)
 	}
 	ot := u.ot.Requests()
-	if len(ot) != 1 || len(lastUserMessage(ot[0].Messages).Images) != 0 || !strings.Contains(lastUserMessage(ot[0].Messages).Content, "[1 image of this message not shown: model qwen3 cannot see images; another stage of the chain sees them.]") {
+	if len(ot) != 1 || len(lastUserMessage(ot[0].Messages).Images) != 0 || !strings.Contains(lastUserMessage(ot[0].Messages).Content, "[1 image of this message not shown: model qwen3 cannot take it; another stage of the chain can.]") {
 		t.Fatalf("the Ollama text stage got %+v", ot)
 	}
 	mt := u.mt.Bodies()
 	msgs := mt[0]["messages"].([]any)
 	content, isText := msgs[len(msgs)-1].(map[string]any)["content"].(string)
-	if len(mt) != 1 || !isText || !strings.HasPrefix(content, "Describe this picture step by step\n[1 image of this message not shown: model gpt-text") {
+	if len(mt) != 1 || !isText || !strings.HasPrefix(content, "Describe this picture step by step\n[1 image of this message not shown: model gpt-text cannot take it") {
 		t.Fatalf("the OpenAI text stage got %v", msgs[len(msgs)-1])
 	}
 	reasons := strings.Join(out.Chain.Reasons, "\n")
@@ -396,7 +396,7 @@ func TestImagesResumeClientTools(t *testing.T) {
 			t.Fatalf("%s got %d calls", name, len(bodies))
 		}
 		raw, _ := json.Marshal(bodies[0]["messages"])
-		if bytes.Contains(raw, []byte("image_url")) || !bytes.Contains(raw, []byte("[1 image of this message not shown: model "+strings.ToLower(name)+"-model cannot see images")) {
+		if bytes.Contains(raw, []byte("image_url")) || !bytes.Contains(raw, []byte("[1 image of this message not shown: model "+strings.ToLower(name)+"-model cannot take it; another stage of the chain can.]")) {
 			t.Errorf("%s received %s", name, raw)
 		}
 	}
