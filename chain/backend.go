@@ -23,6 +23,15 @@ import (
 // (memory.Message): each backend translates it to its wire protocol.
 type Message = memory.Message
 
+// Part is an image or a file of a message (memory.Part).
+type Part = memory.Part
+
+// Kinds of Part.
+const (
+	PartImage = memory.PartImage
+	PartFile  = memory.PartFile
+)
+
 // ToolCall is a model's request to call a tool (memory.ToolCall).
 type ToolCall = memory.ToolCall
 

@@ -137,6 +137,13 @@ func (e *Engine) Capabilities(node string) (caps []string, known bool) {
 // it asks the server once here (a node down at startup has come back); when
 // nobody can tell, it assumes tools, as OpenAI-compatible servers take them.
 func (e *Engine) takesTools(ctx context.Context, n *Node) bool {
+	caps, known := e.learnCaps(ctx, n)
+	return !known || slices.Contains(caps, CapTools)
+}
+
+// learnCaps is Capabilities, asking n's server once when nothing tells
+// yet (a node down at startup has come back).
+func (e *Engine) learnCaps(ctx context.Context, n *Node) ([]string, bool) {
 	caps, known := e.Capabilities(n.Name)
 	if !known && !e.offline.isOffline(n.Name) && !e.caps.wasAsked(n.Name) {
 		// An offline node is skipped anyway: asking it would only wait.
@@ -144,7 +151,7 @@ func (e *Engine) takesTools(ctx context.Context, n *Node) bool {
 			caps, known = e.caps.get(n.Name)
 		}
 	}
-	return !known || slices.Contains(caps, CapTools)
+	return caps, known
 }
 
 // fitTools adapts stage s to its node: a node whose model cannot take tools

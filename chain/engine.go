@@ -293,6 +293,18 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 		r.trace.Reasons = append(r.trace.Reasons, r.clientToolReasons()...)
 	}
+	if hasParts(req.Messages) {
+		// Refused before anything runs when no node that may answer can
+		// take an image or a file; the stages that can get them.
+		r.parts = true
+		nodes := e.answeringNodes(r.trace.Mode)
+		if route.Relay() {
+			nodes = []*Node{e.nodes[route.Node]}
+		}
+		if err := e.checkParts(ctx, req.Messages, nodes); err != nil {
+			return nil, err
+		}
+	}
 	r.trace.Stages = []StageTrace{}
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err
@@ -321,19 +333,27 @@ func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
 	return d.Mode, d.Reasons
 }
 
-// UserTexts returns a function that returns the contents of the user
-// messages of msgs, newest first, then false: what the classifier judges,
-// and nothing else of the request.
-func UserTexts(msgs []Message) func() (string, bool) {
+// UserTexts returns a function that returns the user messages of msgs,
+// newest first, then false: their text and the count of their image and
+// file parts, what the classifier judges and nothing else of the request.
+func UserTexts(msgs []Message) func() (classify.UserMessage, bool) {
 	i := len(msgs)
-	return func() (string, bool) {
+	return func() (classify.UserMessage, bool) {
 		for i > 0 {
 			i--
-			if msgs[i].Role == "user" {
-				return msgs[i].Content, true
+			if m := &msgs[i]; m.Role == "user" {
+				u := classify.UserMessage{Text: m.Content}
+				for j := range m.Parts {
+					if m.Parts[j].Kind == PartFile {
+						u.Files++
+					} else {
+						u.Images++
+					}
+				}
+				return u, true
 			}
 		}
-		return "", false
+		return classify.UserMessage{}, false
 	}
 }
 

@@ -130,6 +130,10 @@ func promptMessages(sent []Message, marks []string, clean func(string) string) [
 			continue
 		}
 		pm := PromptMessage{Role: m.Role, Content: clean(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
+		if len(m.Parts) > 0 {
+			// The trace keeps no image or file bytes: it says they were sent.
+			pm.Content += "\n[sent with " + partsOf(m.Parts) + "]"
+		}
 		for _, tc := range m.ToolCalls {
 			pm.ToolCalls = append(pm.ToolCalls, PromptToolCall{ID: tc.ID, Name: tc.Name, Arguments: clean(tc.Arguments)})
 		}

@@ -22,7 +22,7 @@ type ResumeStore interface {
 
 // resumeVersion changes when resumeState does: a state saved by another
 // version restarts the chain instead of resuming it wrongly.
-const resumeVersion = 2
+const resumeVersion = 3
 
 // resumeState is what resuming a chain needs: the trace and budgets so far,
 // the waiting stage's whole state (its messages with the server tools'
@@ -236,6 +236,9 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	r.trace = st.Trace
 	r.left = st.Left
 	r.req.Messages = st.Messages
+	// The later stages get the conversation's images as the first
+	// request's did; the waiting stage has its own messages already.
+	r.parts = hasParts(st.Messages)
 	var done []*stage
 	for _, v := range st.Done {
 		done = append(done, r.loadStage(v))

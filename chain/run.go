@@ -44,6 +44,9 @@ type run struct {
 	relay bool
 	// summarized is set once the run made its one summarizer call.
 	summarized bool
+	// parts: the conversation has images or files, which each stage gets
+	// when its node takes them (partsFor).
+	parts bool
 	// ctxErr is the first stage skipped for a prompt too long for its
 	// node: the client's error when no stage could answer.
 	ctxErr error
@@ -173,7 +176,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 				}
 			}
 			s.allowed = max(s.allowed, 1)
-			s.msgs = r.stageMessages(s, done, i, len(stages))
+			s.msgs = r.partsFor(ctx, s, r.stageMessages(s, done, i, len(stages)))
 			s.base = len(s.msgs)
 			if err := r.startStage(s); err != nil {
 				return nil, err
@@ -283,6 +286,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 	} else {
 		s.msgs = append([]Message(nil), r.req.Messages...)
 	}
+	s.msgs = r.partsFor(ctx, s, s.msgs)
 	s.base = len(s.msgs)
 	if err := r.startStage(s); err != nil {
 		return nil, err

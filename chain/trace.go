@@ -179,7 +179,8 @@ type ContextTrace struct {
 type ContextAction struct {
 	// Action is "shortened" (a tool result), "summarized" (turns folded
 	// into a summary), "reused" (a cached summary), "dropped" (turns left
-	// out) or "refit" (fitted again after the node refused the prompt).
+	// out), "images_dropped" (an earlier turn's images left out) or
+	// "refit" (fitted again after the node refused the prompt).
 	Action    string `json:"action"`
 	FromTurn  int    `json:"from_turn,omitempty"`
 	ToTurn    int    `json:"to_turn,omitempty"`

@@ -425,15 +425,49 @@ func TestClassifyAgentAllocs(t *testing.T) {
 	msg := agent40KB("What is 2+2?")
 	n := testing.AllocsPerRun(50, func() {
 		done := false
-		c.Classify(func() (string, bool) {
+		c.Classify(func() (UserMessage, bool) {
 			if done {
-				return "", false
+				return UserMessage{}, false
 			}
 			done = true
-			return msg, true
+			return UserMessage{Text: msg}, true
 		}, "")
 	})
 	if n > 4 {
 		t.Errorf("Classify(40 KB agent message) allocates %v times, want at most 4", n)
+	}
+}
+
+// TestClassifyParts: images and files are set aside as blocks are: the
+// text beside them is judged, the reasons count them, and a message that
+// is only a picture is passed over for the user's words before it.
+func TestClassifyParts(t *testing.T) {
+	reminder := "<system-reminder>ctx</system-reminder>"
+	tests := []struct {
+		name string
+		user []UserMessage // newest first
+		want Decision
+	}{
+		{"an image with a question", []UserMessage{{Text: "What is in this picture?", Images: 1}}, simple([]string{
+			"short message (24 < 50)", `text judged: "What is in this picture?"`, "set aside 1 image part"})},
+		{"images and a file with an analytical question", []UserMessage{{Text: "Compare these two charts with the report", Images: 2, Files: 1}}, reflexive(
+			"keyword: compare", `text judged: "Compare these two charts with the report"`, "set aside 2 image parts", "set aside 1 file part")},
+		{"blocks and an image", []UserMessage{{Text: reminder + "Describe it", Images: 1}}, simple([]string{
+			"short message (11 < 50)", `text judged: "Describe it"`, "ignored 1 <system-reminder> block, 38 B", "set aside 1 image part"})},
+		{"only an image: the words before it", []UserMessage{{Images: 1}, {Text: "Explain why the sky is blue"}}, reflexive(
+			"keyword: explain why", `text judged: "Explain why the sky is blue"`, "skipped 1 later user message with no words of the user's (image part)")},
+		{"only blocks and a file", []UserMessage{{Text: reminder, Files: 1}, {Text: "hi"}}, simple([]string{
+			"short message (2 < 50)", `text judged: "hi"`, "skipped 1 later user message with no words of the user's (<system-reminder>, file part)"})},
+		{"only an image, nothing before", []UserMessage{{Images: 1}}, simple([]string{
+			"short message (0 < 50)", "no words of the user's to judge", "skipped 1 later user message with no words of the user's (image part)"})},
+	}
+	c := New(config.Classify{}, nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := c.Classify(newestFirstParts(tt.user...), "")
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Classify(%+v) mismatch (-want +got):\n%s", tt.user, diff)
+			}
+		})
 	}
 }

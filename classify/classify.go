@@ -217,7 +217,8 @@ func format(parts ...any) string {
 
 // Classify decides the mode of a request from its user messages, which
 // next returns newest first (and false after the oldest), and its route
-// category ("" when the client sent none).
+// category ("" when the client sent none). A message's images and files
+// are set aside: its text is judged.
 //
 // It judges the words of the newest user message that has words of the
 // user's (see Blocks.Judge). Reflexive when any of: the message has at least long runes; it is
@@ -227,7 +228,7 @@ func format(parts ...any) string {
 // whether the message is short or between the thresholds. A category that
 // is neither "simple" nor reflexive is ignored. The reasons of the verdict
 // come first, then the words judged and what was set aside.
-func (c *Classifier) Classify(next func() (string, bool), category string) Decision {
+func (c *Classifier) Classify(next func() (UserMessage, bool), category string) Decision {
 	j := c.blocks.Judge(next)
 	var hitBuf [16]int32
 	st, hits := c.scan(j.Text, hitBuf[:0])
@@ -258,6 +259,12 @@ func (c *Classifier) Classify(next func() (string, bool), category string) Decis
 	}
 	about := 2 + len(j.Aside)
 	if j.Skipped > 0 {
+		about++
+	}
+	if j.Images > 0 {
+		about++
+	}
+	if j.Files > 0 {
 		about++
 	}
 	if n == 0 {

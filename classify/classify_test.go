@@ -22,13 +22,25 @@ func mid(n int) []string   { return []string{fmt.Sprintf("no complex signal (50 
 func simple(reasons []string) Decision { return Decision{Mode: ModeSimple, Reasons: reasons} }
 
 // one is a request with one user message.
-func one(message string) func() (string, bool) { return newestFirst(message) }
+func one(message string) func() (UserMessage, bool) { return newestFirst(message) }
 
 // newestFirst is a request with these user messages, the newest first.
-func newestFirst(user ...string) func() (string, bool) {
-	return func() (string, bool) {
+func newestFirst(user ...string) func() (UserMessage, bool) {
+	return func() (UserMessage, bool) {
 		if len(user) == 0 {
-			return "", false
+			return UserMessage{}, false
+		}
+		u := user[0]
+		user = user[1:]
+		return UserMessage{Text: u}, true
+	}
+}
+
+// newestFirstParts is newestFirst with image and file parts.
+func newestFirstParts(user ...UserMessage) func() (UserMessage, bool) {
+	return func() (UserMessage, bool) {
+		if len(user) == 0 {
+			return UserMessage{}, false
 		}
 		u := user[0]
 		user = user[1:]

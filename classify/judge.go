@@ -5,10 +5,20 @@ import (
 	"unicode/utf8"
 )
 
+// UserMessage is a user message as the classifier reads it: its text, and
+// how many image and file parts it had beside it. Only the text is judged:
+// the parts are set aside, and the reasons say so.
+type UserMessage struct {
+	Text          string
+	Images, Files int
+}
+
 // Judged is what the classifier judges of a request: the words of the
 // newest user message that has words of the user's.
 type Judged struct {
 	Words
+	// Images and Files count the parts of the judged message set aside.
+	Images, Files int
 	// Skipped counts the newer user messages passed over because all they
 	// held was set aside (injected blocks, a client's tool result), and
 	// SkippedAside says what that was.
@@ -27,24 +37,39 @@ type Judged struct {
 // next is a function rather than an iter.Seq because the loop body of a
 // range over an unknown function escapes, with the variables it shares: a
 // few allocations on every request.
-func (b *Blocks) Judge(next func() (string, bool)) Judged {
+//
+// Image and file parts are set aside as blocks are: a message that is only
+// a picture is passed over like one that is only blocks.
+func (b *Blocks) Judge(next func() (UserMessage, bool)) Judged {
 	var j Judged
 	for {
-		content, ok := next()
+		m, ok := next()
 		if !ok {
 			return j
 		}
-		w := b.Words(content)
-		if w.Text != "" || len(w.Aside) == 0 {
-			j.Words = w
+		w := b.Words(m.Text)
+		if w.Text != "" || len(w.Aside) == 0 && m.Images == 0 && m.Files == 0 {
+			j.Words, j.Images, j.Files = w, m.Images, m.Files
 			return j
 		}
 		j.Skipped++
 		for _, a := range w.Aside {
 			j.SkippedAside = addAside(j.SkippedAside, a)
 		}
+		if m.Images > 0 {
+			j.SkippedAside = addAside(j.SkippedAside, Aside{Name: imagePartName, Count: m.Images})
+		}
+		if m.Files > 0 {
+			j.SkippedAside = addAside(j.SkippedAside, Aside{Name: filePartName, Count: m.Files})
+		}
 	}
 }
+
+// Names, in Aside, of the parts of a message other than its text.
+const (
+	imagePartName = "image part"
+	filePartName  = "file part"
+)
 
 func addAside(list []Aside, a Aside) []Aside {
 	for i := range list {
@@ -70,6 +95,12 @@ func (j *Judged) reasons(r []string) []string {
 	}
 	for _, a := range j.Aside {
 		r = append(r, asideReason(a))
+	}
+	if j.Images > 0 {
+		r = append(r, partsReason(j.Images, imagePartName))
+	}
+	if j.Files > 0 {
+		r = append(r, partsReason(j.Files, filePartName))
 	}
 	if j.Around > 0 {
 		b := make([]byte, 0, 64)
@@ -157,10 +188,24 @@ func asideReason(a Aside) string {
 	return string(appendSize(b, a.Bytes))
 }
 
+// partsReason says what parts of the judged message were set aside: "set
+// aside 1 image part".
+func partsReason(n int, name string) string {
+	b := make([]byte, 0, 32)
+	b = append(b, "set aside "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, ' ')
+	b = append(b, name...)
+	if n > 1 {
+		b = append(b, 's')
+	}
+	return string(b)
+}
+
 // appendAsideName writes a tag name in its brackets; the names of whole
-// messages ("AGENTS.md", "tool result") as they are.
+// messages ("AGENTS.md", "tool result") and of parts as they are.
 func appendAsideName(b []byte, name string) []byte {
-	if name == agentsMDName || name == toolResultName || name == aiderName {
+	if name == agentsMDName || name == toolResultName || name == aiderName || name == imagePartName || name == filePartName {
 		return append(b, name...)
 	}
 	b = append(b, '<')

@@ -26,8 +26,20 @@ const (
 	maxRatio = 8.0
 )
 
+// ImageTokens is what one image is counted for in a prompt, whatever its
+// size: the vision models Ollama runs encode an image to a fixed number of
+// tokens (LLaVA 576, Gemma 3 256, Llama 3.2 Vision and Qwen 2.5 VL up to
+// about a thousand for a large picture), and OpenAI counts a 1024×1024
+// picture at high detail as 765. The proxy does not decode images to
+// measure them; 768 errs on the side of the larger encoders.
+const ImageTokens = 768
+
+// ImageChars is ImageTokens in Chars' unit, at DefaultRatio.
+const ImageChars = ImageTokens * int(DefaultRatio)
+
 // Chars counts what msgs weigh in a prompt, in characters: their text, tool
-// calls and names, and MessageOverhead each. It allocates nothing, so that
+// calls and names, images (ImageChars each), files (their bytes, or
+// ImageChars for a file id) and MessageOverhead each. It allocates nothing, so that
 // measuring a prompt that fits costs only this loop.
 func Chars(msgs []Message) int {
 	n := 0
@@ -42,7 +54,19 @@ func messageChars(m *Message) int {
 	for _, c := range m.ToolCalls {
 		n += len(c.Name) + len(c.Arguments) + MessageOverhead
 	}
+	for i := range m.Parts {
+		n += partChars(&m.Parts[i])
+	}
 	return n
+}
+
+// partChars is what an image or a file weighs: a file sent as bytes is
+// counted as text of its size (base64 carries 3 bytes in 4 characters).
+func partChars(p *Part) int {
+	if p.Kind == PartFile && p.Data != "" {
+		return len(p.Data) / 4 * 3
+	}
+	return ImageChars
 }
 
 // Tokens converts chars to tokens at ratio characters a token, rounding up.

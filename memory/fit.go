@@ -38,6 +38,9 @@ const (
 	ActSummarized = "summarized"
 	ActReused     = "reused"
 	ActDropped    = "dropped"
+	// ActImagesDropped: the images of an earlier turn were left out, its
+	// text kept.
+	ActImagesDropped = "images_dropped"
 )
 
 // Action is one thing Fit did to a prompt. Turns are the conversation's
@@ -167,6 +170,12 @@ func Fit(ctx context.Context, in *Input, folder Folder) (*Result, error) {
 	}
 	// 1. The current exchange's older tool results, head and tail.
 	f.shortenSteps(max(in.share(0.05), 400))
+	if f.fits() {
+		return f.result(), nil
+	}
+	// 1b. The images of the history's turns, oldest first: each weighs
+	// as much as a page of text, and the user's words about them stay.
+	f.dropImages()
 	if f.fits() {
 		return f.result(), nil
 	}
@@ -327,6 +336,67 @@ func (f *fitting) shortenSteps(limit int) {
 		f.actions = append(f.actions, Action{Action: ActShortened, FromTurn: p.turn, ToTurn: p.turn,
 			Detail: fmt.Sprintf("result of %s: %d lines omitted", nameOr(p.m.Name, "a tool"), omitted)})
 	}
+}
+
+// dropImages leaves out the images of the history's turns, a turn at a
+// time, oldest first, until the prompt fits; each message that had one
+// says so in a line, so that the model knows the user showed something.
+// Files are kept: the model cannot be told what one held.
+func (f *fitting) dropImages() {
+	for k := 0; k < len(f.turns) && !f.fits(); k++ {
+		n := 0
+		for j := range f.turns[k] {
+			n += countImages(f.turns[k][j].Parts)
+		}
+		if n == 0 {
+			continue
+		}
+		if f.hashes == nil {
+			// The summary cache is keyed by the turns as the client
+			// sent them.
+			f.hashes = f.prefixHashes(len(f.turns))
+		}
+		for j := range f.turns[k] {
+			m := &f.turns[k][j]
+			c := countImages(m.Parts)
+			if c == 0 {
+				continue
+			}
+			var kept []Part
+			for _, p := range m.Parts {
+				if p.Kind != PartImage {
+					kept = append(kept, p)
+				}
+			}
+			m.Parts = kept
+			m.Content = strings.TrimRight(m.Content, "\n") + "\n" + ImagesOmitted(c, "they did not fit the model's context window")
+		}
+		f.actions = append(f.actions, Action{Action: ActImagesDropped, FromTurn: k + 1, ToTurn: k + 1, Detail: plural(n, "image") + " left out"})
+	}
+}
+
+func countImages(parts []Part) int {
+	n := 0
+	for i := range parts {
+		if parts[i].Kind == PartImage {
+			n++
+		}
+	}
+	return n
+}
+
+// ImagesOmitted is the line that stands for n images a model is not
+// shown, and why.
+func ImagesOmitted(n int, why string) string {
+	return "[" + plural(n, "image") + " of this message not shown: " + why + ".]"
+}
+
+func plural(n int, what string) string {
+	s := strconv.Itoa(n) + " " + what
+	if n != 1 {
+		s += "s"
+	}
+	return s
 }
 
 // shortenLatest cuts the latest turn's tool results so that the prompt

@@ -309,3 +309,84 @@ func TestShortenLatestResult(t *testing.T) {
 		t.Fatalf("chars %d budget %d marks %q", r.Chars, in.budget(), r.Marks)
 	}
 }
+
+// TestFitDropsOldImages: an image counts ImageChars; when the prompt does
+// not fit, the images of the oldest turns go first, the user's words about
+// them stay with a line saying so, the action is recorded, and the
+// current question's image is kept.
+func TestFitDropsOldImages(t *testing.T) {
+	img := func() []Part { return []Part{{Kind: PartImage, Data: "iVBORw0KGgo=", MediaType: "image/png"}} }
+	msgs := []Message{
+		{Role: "system", Content: "You see pictures."},
+		{Role: "user", Content: "What is in this one?", Parts: img()},
+		{Role: "assistant", Content: "A cat."},
+		{Role: "user", Content: "And this one?", Parts: img()},
+		{Role: "assistant", Content: "A dog."},
+		{Role: "user", Content: "And this last one?", Parts: img()},
+	}
+	if got, want := Chars(msgs[1:2]), MessageOverhead+len("What is in this one?")+ImageChars; got != want {
+		t.Fatalf("Chars(a question with an image) = %d, want %d", got, want)
+	}
+	tests := []struct {
+		name    string
+		window  int // tokens
+		dropped []int
+	}{
+		{"everything fits", 4096, nil},
+		{"the oldest image goes", 2200, []int{1}},
+		{"both old images go", 1500, []int{1, 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := input(msgs, tt.window)
+			res, err := Fit(context.Background(), in, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var acts []Action
+			for _, a := range res.Actions {
+				if a.Action == ActImagesDropped {
+					acts = append(acts, a)
+				}
+			}
+			if len(acts) != len(tt.dropped) {
+				t.Fatalf("actions %+v, want images dropped from turns %v", res.Actions, tt.dropped)
+			}
+			for i, turn := range tt.dropped {
+				if a := acts[i]; a.FromTurn != turn || a.ToTurn != turn || a.Detail != "1 image left out" {
+					t.Errorf("action %+v, want turn %d, 1 image", a, turn)
+				}
+			}
+			images := 0
+			for _, m := range res.Msgs {
+				images += len(m.Parts)
+				if m.Role == "user" && len(m.Parts) == 0 && !strings.Contains(m.Content, "[1 image of this message not shown: they did not fit the model's context window.]") {
+					t.Errorf("message %q lost its image without a word", m.Content)
+				}
+			}
+			if images != 3-len(tt.dropped) {
+				t.Errorf("%d images kept, want %d", images, 3-len(tt.dropped))
+			}
+			if last := res.Msgs[len(res.Msgs)-1]; len(last.Parts) != 1 {
+				t.Errorf("the current question's image was dropped: %+v", last)
+			}
+			if len(msgs[1].Parts) != 1 || msgs[1].Content != "What is in this one?" {
+				t.Errorf("Fit changed its input: %+v", msgs[1])
+			}
+		})
+	}
+}
+
+// TestSummaryKeysSeeImages: two histories that differ only by an image
+// are two conversations for the summary cache.
+func TestSummaryKeysSeeImages(t *testing.T) {
+	hash := func(parts []Part) uint64 {
+		f := newFitting(input([]Message{{Role: "user", Content: "look", Parts: parts}, {Role: "assistant", Content: "ok"}, {Role: "user", Content: "now?"}}, 4096))
+		return f.prefixHashes(len(f.turns))[1]
+	}
+	a := hash([]Part{{Kind: PartImage, Data: "AAAA", MediaType: "image/png"}})
+	b := hash([]Part{{Kind: PartImage, Data: "BBBB", MediaType: "image/png"}})
+	if a == b || a == hash(nil) {
+		t.Errorf("hashes %x %x %x: an image does not count", a, b, hash(nil))
+	}
+}

@@ -18,7 +18,8 @@ func SummaryKey(h uint64) string { return summaryPrefix + strconv.FormatUint(h, 
 func SummaryID(h uint64) string { return "sum_" + strconv.FormatUint(h, 16) }
 
 // prefixHashes returns, for k = 1..m, the hash of turns 1..k: one pass over
-// the messages, each hashed with its role, text, name and tool calls.
+// the messages, each hashed with its role, text, name, tool calls, images
+// and files.
 func (f *fitting) prefixHashes(m int) []uint64 {
 	d := xxhash.New()
 	sep := []byte{0}
@@ -37,6 +38,16 @@ func (f *fitting) prefixHashes(m int) []uint64 {
 				d.WriteString(c.Name)
 				d.Write(sep)
 				d.WriteString(c.Arguments)
+				d.Write(sep)
+			}
+			for _, p := range msg.Parts {
+				// An image or a file is the same one by its bytes, its
+				// URL or its id.
+				d.WriteString(p.Kind)
+				d.Write(sep)
+				d.WriteString(p.Data)
+				d.WriteString(p.URL)
+				d.WriteString(p.FileID)
 				d.Write(sep)
 			}
 			d.Write([]byte{1})
@@ -167,6 +178,10 @@ func (f *fitting) summaryPrompt(ctx context.Context, folder Folder, prev Summary
 func writeTurn(b *strings.Builder, k int, msgs []Message, per int) {
 	fmt.Fprintf(b, "[turn %d]\n", k)
 	for _, m := range msgs {
+		if len(m.Parts) > 0 {
+			// The summarizer gets text: it is told what it cannot see.
+			fmt.Fprintf(b, "(%s attached %s)\n", m.Role, partsSaid(m.Parts))
+		}
 		switch {
 		case m.Role == "tool":
 			text, _ := HeadTail(m.Content, min(400, per))
@@ -185,4 +200,18 @@ func writeTurn(b *strings.Builder, k int, msgs []Message, per int) {
 			fmt.Fprintf(b, "%s: %s\n", m.Role, text)
 		}
 	}
+}
+
+// partsSaid names a message's parts for the summarizer: "1 image", "2
+// images and 1 file".
+func partsSaid(parts []Part) string {
+	images := countImages(parts)
+	files := len(parts) - images
+	switch {
+	case files == 0:
+		return plural(images, "image")
+	case images == 0:
+		return plural(files, "file")
+	}
+	return plural(images, "image") + " and " + plural(files, "file")
 }

@@ -105,7 +105,7 @@ func TestOllamaJS(t *testing.T) {
 	node := needClients(t)
 	s := newTestServer(t, testConfig)
 	got := runClient(t, node, "ollamajs.mjs", s.URL)
-	if models, _ := got["models"].([]any); !slices.Contains(models, any("chain/reflexive")) {
+	if models, _ := got["models"].([]any); !slices.Contains(models, any("chain/reflexive:latest")) {
 		t.Errorf("models = %v", got["models"])
 	}
 	if got["whole"] != "Final answer from M2." || got["hasChain"] != "reflexive" || got["stream"] != "Final answer from M2." ||

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -63,6 +64,7 @@ func statusFor(err error) (int, errorObject) {
 		ue  *chain.UpstreamError
 		fl  *chain.Failure
 		qe  *chain.QueueFullError
+		pe  *chain.PartError
 		set = func(status int, typ, code string) (int, errorObject) {
 			obj.Type = typ
 			if code != "" {
@@ -93,6 +95,14 @@ func statusFor(err error) (int, errorObject) {
 		obj.Param = &p
 		obj.Message = strings.TrimPrefix(err.Error(), "chain: ")
 		return set(http.StatusBadRequest, "invalid_request_error", "tools_unsupported")
+	case errors.As(err, &pe):
+		p := cmp.Or(pe.Param, "messages")
+		obj.Param = &p
+		obj.Message = strings.TrimPrefix(err.Error(), "chain: ")
+		if pe.Kind == chain.PartFile {
+			return set(http.StatusBadRequest, "invalid_request_error", "file_unsupported")
+		}
+		return set(http.StatusBadRequest, "invalid_request_error", "image_unsupported")
 	case errors.Is(err, chain.ErrContextLength):
 		// OpenAI's own code for a prompt longer than the model's window:
 		// clients know to shorten the conversation on it.

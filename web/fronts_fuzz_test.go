@@ -18,6 +18,7 @@ func FuzzDecodeResponsesRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"x","input":[{"role":"user","content":"w?"},{"type":"reasoning","id":"r","summary":[]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"r"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"web_search"},{"type":"namespace","name":"n","tools":[]}],"tool_choice":{"type":"function","name":"f"}}`))
 	f.Add([]byte(`{"model":"x","previous_response_id":"resp_1","input":[],"max_output_tokens":5,"temperature":0.5,"top_p":1,"reasoning":{"effort":"low","summary":"auto"},"include":["reasoning.encrypted_content"]}`))
 	f.Add([]byte(`{"model":"x","input":[{"type":"item_reference","id":"i"}]}`))
+	f.Add([]byte(`{"model":"x","input":[{"role":"user","content":[{"type":"input_text","text":"what?"},{"type":"input_image","image_url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"},{"type":"input_image","image_url":"https://x/a.png"},{"type":"input_file","file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"},{"type":"input_file","file_id":"file-1"}]}]}`))
 	f.Add([]byte(`{"model":`))
 	const maxMsgs = 2
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -58,6 +59,8 @@ func FuzzDecodeOllamaRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"chain/auto","messages":[{"role":"user","content":"hi"}]}`), false)
 	f.Add([]byte(`{"model":"x","stream":false,"think":"high","keep_alive":"5m","options":{"temperature":0.2,"num_predict":9,"stop":["a"],"seed":1,"num_ctx":4096},"format":"json","messages":[{"role":"USER","content":"a"},{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":{"b":1,"a":2}}}]},{"role":"tool","tool_name":"f","content":"r"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]}`), false)
 	f.Add([]byte(`{"model":"x","prompt":"p","system":"s","think":false}`), true)
+	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"what?","images":["iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="]}]}`), false)
+	f.Add([]byte(`{"model":"x","prompt":"what?","images":["iVBORw0KGgo=","data:image/png;base64,iVBORw0KGgo="]}`), true)
 	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"a","images":["aGk="]}]}`), false)
 	f.Add([]byte(`{"model":"x","keep_alive":-1,"options":{"temperature":"x"}}`), false)
 	const maxMsgs = 2

@@ -19,6 +19,7 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"x","messages":[{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"r"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`))
 	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":null}],"stop":["a","b"],"temperature":0.2,"top_p":1,"seed":3,"n":1}`))
 	f.Add([]byte(`{"model":`))
+	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":[{"type":"text","text":"what?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"high"}},{"type":"image_url","image_url":{"url":"https://x/a.png"}},{"type":"file","file":{"file_data":"JVBERi0=","filename":"a.pdf"}},{"type":"file","file":{"file_id":"file-1"}}]}]}`))
 	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"a"},{"role":"user","content":"b"},{"role":"user","content":"c"}],"stop":["1","2","3","4","5"],"user":"u"}`))
 	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}]}`))
 	// The limits are scaled down so that the fuzzer reaches them.

@@ -61,7 +61,7 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"node", "class"}),
 		fitting: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chainproxy_context_actions_total", Help: "What context fitting did to prompts, by node and action (shortened, summarized, reused, dropped, refit; overflow: a node reported a prompt at its window).",
+			Name: "chainproxy_context_actions_total", Help: "What context fitting did to prompts, by node and action (shortened, summarized, reused, dropped, images_dropped, refit; overflow: a node reported a prompt at its window).",
 		}, []string{"node", "action"}),
 	}
 	reg.MustRegister(m.requests, m.duration, m.own, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait, m.fitting)

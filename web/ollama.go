@@ -48,6 +48,8 @@ type ollamaMessage struct {
 	ToolCalls  []ollamaToolCall  `json:"tool_calls,omitempty"`
 	ToolName   string            `json:"tool_name,omitempty"`
 	ToolCallID string            `json:"tool_call_id,omitempty"`
+
+	parts []chain.Part // Images read, set by decodeOllamaRequest
 }
 
 // ollamaToolCall is a whole tool call: Ollama sends arguments as a JSON
@@ -62,10 +64,6 @@ type ollamaToolCall struct {
 }
 
 var ollamaRoles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
-
-// errImages refuses images: the chain's messages are text, so no node
-// would see them, whatever it takes.
-var errImages = errors.New("images are not supported: the chain passes text only; send the image to a vision model's own Ollama")
 
 // decodeOllamaRequest parses and validates a /api/chat body, or a
 // /api/generate body when generate is set (prompt and system in, no
@@ -86,14 +84,11 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 		if len(req.Messages) > 0 {
 			return nil, invalid("messages", "/api/generate takes a prompt, not messages: use /api/chat")
 		}
-		if len(req.Images) > 0 {
-			return nil, invalid("images", "%v", errImages)
-		}
 		if req.System != "" {
 			req.Messages = append(req.Messages, ollamaMessage{Role: "system", Content: req.System})
 		}
-		if req.Prompt != "" {
-			req.Messages = append(req.Messages, ollamaMessage{Role: "user", Content: req.Prompt})
+		if req.Prompt != "" || len(req.Images) > 0 {
+			req.Messages = append(req.Messages, ollamaMessage{Role: "user", Content: req.Prompt, Images: req.Images})
 		}
 	}
 	for i, m := range req.Messages {
@@ -102,7 +97,18 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 			return nil, invalid(fmt.Sprintf("messages[%d].role", i), "invalid role %q in messages[%d] (want system, user, assistant or tool)", m.Role, i)
 		}
 		if len(m.Images) > 0 {
-			return nil, invalid(fmt.Sprintf("messages[%d].images", i), "messages[%d]: %v", i, errImages)
+			param := fmt.Sprintf("messages[%d].images", i)
+			if generate {
+				param = "images"
+			}
+			if req.Messages[i].Role != "user" {
+				return nil, invalid(param, "%s: only user messages take images", param)
+			}
+			parts, err := ollamaImages(m.Images, param)
+			if err != nil {
+				return nil, err
+			}
+			req.Messages[i].parts = parts
 		}
 		for j, tc := range m.ToolCalls {
 			if tc.Function.Name == "" {
@@ -240,7 +246,7 @@ func (r *ollamaChatRequest) toRunRequest() *chain.RunRequest {
 	msgs := make([]chain.Message, 0, len(r.Messages))
 	var open []chain.ToolCall // the last assistant message's calls without a result
 	for i, m := range r.Messages {
-		cm := chain.Message{Role: m.Role, Content: m.Content, Reasoning: m.Thinking, Name: m.ToolName, ToolCallID: m.ToolCallID}
+		cm := chain.Message{Role: m.Role, Content: m.Content, Parts: m.parts, Reasoning: m.Thinking, Name: m.ToolName, ToolCallID: m.ToolCallID}
 		switch m.Role {
 		case "assistant":
 			open = open[:0]

@@ -14,6 +14,7 @@ import (
 	"github.com/ollama/ollama/types/model"
 
 	"chainproxy/chain"
+	"chainproxy/config"
 )
 
 // ollamaVersion is the Ollama API version the proxy speaks: clients that
@@ -203,7 +204,11 @@ func (e *ollamaEncoder) abort(_ int, obj errorObject) {
 }
 
 // ollamaModels are the models Ollama's listing shows: the chain's, then
-// each node by name and by model name, as /v1/models lists them.
+// each node by name and by model name, as /v1/models lists them, each with
+// a tag as Ollama lists every model (":latest" for a name without one).
+// Clients rely on it: Open WebUI adds ":latest" to a name without a tag
+// before it looks the name up in the listing, and refuses the chat when
+// the listing does not have it.
 func (s *Server) ollamaModels() []string {
 	names := []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive}
 	for _, n := range s.cfg.Nodes {
@@ -216,22 +221,58 @@ func (s *Server) ollamaModels() []string {
 			names = append(names, n.Model)
 		}
 	}
-	return names
+	for i, n := range names {
+		if !strings.Contains(n, ":") {
+			names[i] = n + ":latest"
+		}
+	}
+	return slices.Compact(names)
 }
 
 // ollamaDetails describes a model: the chain's models are of family
-// "chain"; a node's is its provider's.
+// "chain"; a node's is its provider's. A model that takes images has the
+// family "clip" too, as Ollama lists its vision models (LLaVA's families
+// are llama and clip): /api/tags has no capabilities, and clients that
+// read only the list look there.
 func (s *Server) ollamaDetails(name string) api.ModelDetails {
 	d := api.ModelDetails{Format: "chain", Family: "chain", Families: []string{"chain"}}
-	route, err := s.engine.Resolve(name)
+	_, route, err := s.resolveOllama(name)
 	if err == nil && route.Node != "" {
 		for _, n := range s.cfg.Nodes {
 			if n.Name == route.Node {
 				d.Format, d.Family, d.Families = n.Provider, n.Provider, []string{n.Provider}
 			}
 		}
+		if s.takesVision(route.Node) {
+			d.Families = append(d.Families, "clip")
+		}
+	} else if err == nil && s.chainVision(route.Mode) {
+		d.Families = append(d.Families, "clip")
 	}
 	return d
+}
+
+// takesVision reports whether node's model is known to take images.
+func (s *Server) takesVision(node string) bool {
+	caps, _ := s.engine.Capabilities(node)
+	return slices.Contains(caps, chain.CapVision)
+}
+
+// chainVision reports whether a chain model of mode ("" for chain/auto)
+// takes images: its simple node does, or a stage of the chain, or for
+// chain/auto both, since either may answer (a request with images that
+// no answering node takes is refused; the stages that take none are told
+// what they were not shown).
+func (s *Server) chainVision(mode string) bool {
+	simple := s.takesVision(s.cfg.Chain.SimpleNode)
+	stages := slices.ContainsFunc(s.cfg.Chain.Stages, func(st config.Stage) bool { return s.takesVision(st.Node) })
+	switch mode {
+	case chain.ModeSimple:
+		return simple
+	case chain.ModeReflexive:
+		return stages
+	}
+	return simple && stages
 }
 
 func digest(name string) string {
@@ -267,7 +308,8 @@ type ollamaShowRequest struct {
 
 // ollamaShow serves POST /api/show: a model's details and capabilities.
 // A node's capabilities are those its server reported; the chain's models
-// take tools and pass on thinking when a node thinks, and take no images.
+// take tools, pass on thinking when a node thinks, and take images when
+// the nodes that answer them do (chainVision).
 func (s *Server) ollamaShow(c *gin.Context) {
 	body, err := s.readBody(c)
 	if err != nil {
@@ -293,9 +335,7 @@ func (s *Server) ollamaShow(c *gin.Context) {
 		if known, ok := s.engine.Capabilities(route.Node); ok {
 			caps = caps[:0]
 			for _, k := range known {
-				if k != string(model.CapabilityVision) { // images do not pass the chain
-					caps = append(caps, model.Capability(k))
-				}
+				caps = append(caps, model.Capability(k))
 			}
 		}
 	} else {
@@ -304,6 +344,9 @@ func (s *Server) ollamaShow(c *gin.Context) {
 				caps = append(caps, model.CapabilityThinking)
 				break
 			}
+		}
+		if s.chainVision(route.Mode) {
+			caps = append(caps, model.CapabilityVision)
 		}
 	}
 	c.JSON(http.StatusOK, api.ShowResponse{

@@ -187,7 +187,7 @@ func TestOllamaListing(t *testing.T) {
 	for _, m := range list.Models {
 		names = append(names, m.Name)
 	}
-	for _, want := range []string{"chain/auto", "chain/simple", "chain/reflexive", "OL1", "M2", "small-1"} {
+	for _, want := range []string{"chain/auto:latest", "chain/simple:latest", "chain/reflexive:latest", "OL1:latest", "M2:latest", "small-1:latest"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("tags %v lack %s", names, want)
 		}
@@ -230,8 +230,10 @@ func TestOllamaErrors(t *testing.T) {
 		{"no model", "/api/chat", `{"messages":[]}`, 400, "model is required"},
 		{"unknown model", "/api/chat", `{"model":"llama9","messages":[{"role":"user","content":"hi"}]}`, 404, "llama9"},
 		{"bad role", "/api/chat", `{"model":"chain/auto","messages":[{"role":"wizard","content":"hi"}]}`, 400, "invalid role"},
-		{"images", "/api/chat", `{"model":"chain/auto","messages":[{"role":"user","content":"hi","images":["aGk="]}]}`, 400, "images are not supported"},
-		{"generate images", "/api/generate", `{"model":"chain/auto","prompt":"hi","images":["aGk="]}`, 400, "images are not supported"},
+		{"image not an image", "/api/chat", `{"model":"chain/auto","messages":[{"role":"user","content":"hi","images":["aGk="]}]}`, 400, "messages[0].images[0] is not an image"},
+		{"image not base64", "/api/chat", `{"model":"chain/auto","messages":[{"role":"user","content":"hi","images":["%%%"]}]}`, 400, "messages[0].images[0] is not a base64 image"},
+		{"image on assistant", "/api/chat", `{"model":"chain/auto","messages":[{"role":"assistant","content":"hi","images":["aGk="]}]}`, 400, "only user messages take images"},
+		{"generate image not an image", "/api/generate", `{"model":"chain/auto","prompt":"hi","images":["aGk="]}`, 400, "images[0] is not an image"},
 		{"think", "/api/chat", `{"model":"chain/auto","think":"max","messages":[{"role":"user","content":"hi"}]}`, 400, "think must be"},
 		{"options", "/api/chat", `{"model":"chain/auto","options":{"temperature":"hot"},"messages":[{"role":"user","content":"hi"}]}`, 400, "options.temperature"},
 		{"keep_alive", "/api/chat", `{"model":"chain/auto","keep_alive":"forever","messages":[{"role":"user","content":"hi"}]}`, 400, "keep_alive"},

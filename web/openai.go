@@ -59,7 +59,8 @@ type wireMessage struct {
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
 
-	text string // Content flattened, set by decodeChatRequest
+	text  string       // Content's text, set by decodeChatRequest
+	parts []chain.Part // Content's images and files
 }
 
 type wireToolCall struct {
@@ -122,11 +123,11 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		if m.Role == "tool" && m.ToolCallID == "" {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] has role tool but no tool_call_id", i)
 		}
-		text, err := contentText(m.Content)
+		text, parts, err := contentParts(m.Content, place{"messages", i, "content"}, m.Role == "user")
 		if err != nil {
-			return nil, invalid(fmt.Sprintf("messages[%d].content", i), "messages[%d].content: %v", i, err)
+			return nil, err
 		}
-		req.Messages[i].text = text
+		req.Messages[i].text, req.Messages[i].parts = text, parts
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, invalid("n", "n must be 1 (got %d): the chain produces one answer", *req.N)
@@ -210,43 +211,6 @@ func plainString(raw []byte) (string, bool) {
 	return string(in), true
 }
 
-// contentText flattens a message content: a string, null, or an array of
-// parts of which only text parts are supported.
-func contentText(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	switch raw[0] {
-	case '"':
-		if s, ok := plainString(raw); ok {
-			return s, nil
-		}
-		var s string
-		err := unmarshal(raw, &s)
-		return s, err
-	case '[':
-		var parts []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		}
-		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", errors.New("want a string or an array of content parts")
-		}
-		var b bytes.Buffer
-		for i, p := range parts {
-			switch p.Type {
-			case "text", "input_text":
-				b.WriteString(p.Text)
-			default:
-				return "", fmt.Errorf("content part %d has type %q; only text parts are supported", i, p.Type)
-			}
-		}
-		return b.String(), nil
-	}
-	return "", errors.New("want a string or an array of content parts")
-}
-
 func (r *chatRequest) toolChoice() (chain.ToolChoice, error) {
 	raw := bytes.TrimSpace(r.ToolChoice)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -297,7 +261,7 @@ func (r *chatRequest) stop() ([]string, error) {
 func (r *chatRequest) toRunRequest() *chain.RunRequest {
 	msgs := make([]chain.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = chain.Message{Role: m.Role, Content: m.text, ToolCallID: m.ToolCallID, Name: m.Name}
+		msgs[i] = chain.Message{Role: m.Role, Content: m.text, Parts: m.parts, ToolCallID: m.ToolCallID, Name: m.Name}
 		for _, tc := range m.ToolCalls {
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chain.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}

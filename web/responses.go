@@ -171,9 +171,9 @@ func (r *responsesRequest) decodeInput() error {
 		return nil
 	}
 	if raw[0] == '"' {
-		text, err := contentText(raw)
+		text, err := contentText(raw, place{"input", -1, ""})
 		if err != nil {
-			return invalid("input", "input: %v", err)
+			return err
 		}
 		r.items = []chain.Message{{Role: "user", Content: text}}
 		return nil
@@ -191,11 +191,11 @@ func (r *responsesRequest) decodeInput() error {
 			if !responseRoles[it.Role] {
 				return invalid(param+".role", "invalid role %q in input[%d] (want system, developer, user or assistant)", it.Role, i)
 			}
-			text, err := contentText(it.Content)
+			text, parts, err := contentParts(it.Content, place{"input", i, "content"}, it.Role == "user")
 			if err != nil {
-				return invalid(param+".content", "input[%d].content: %v", i, err)
+				return err
 			}
-			r.items = append(r.items, chain.Message{Role: it.Role, Content: text})
+			r.items = append(r.items, chain.Message{Role: it.Role, Content: text, Parts: parts})
 			open = -1
 			if it.Role == "assistant" {
 				open = len(r.items) - 1
@@ -214,9 +214,9 @@ func (r *responsesRequest) decodeInput() error {
 			if it.CallID == "" {
 				return invalid(param+".call_id", "input[%d] is a function_call_output without call_id", i)
 			}
-			out, err := contentText(it.Output)
+			out, err := contentText(it.Output, place{"input", i, "output"})
 			if err != nil {
-				return invalid(param+".output", "input[%d].output: %v", i, err)
+				return err
 			}
 			r.items = append(r.items, chain.Message{Role: "tool", ToolCallID: it.CallID, Name: names[it.CallID], Content: out})
 			open = -1

@@ -13,8 +13,10 @@ package ollama
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -290,6 +292,18 @@ func ToChatRequest(req *chain.Request) (*api.ChatRequest, error) {
 	var toolNames map[string]string // call ID → tool name
 	for _, m := range req.Messages {
 		am := api.Message{Role: m.Role, Content: m.Content, Thinking: m.Reasoning}
+		for _, p := range m.Parts {
+			// The chain sends a node only the parts it takes
+			// (chain.Engine.takesPart): an image's bytes.
+			if p.Kind != chain.PartImage || p.Data == "" {
+				return nil, fmt.Errorf("%s: Ollama takes images as bytes only", cmp.Or(p.Param, "a "+p.Kind+" part"))
+			}
+			img, err := base64.StdEncoding.DecodeString(p.Data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: image: %w", cmp.Or(p.Param, "an image part"), err)
+			}
+			am.Images = append(am.Images, img)
+		}
 		switch m.Role {
 		case "developer":
 			am.Role = "system"

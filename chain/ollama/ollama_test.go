@@ -555,3 +555,22 @@ func TestStreamMaxArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestToChatRequestImages: an image goes as its bytes in images; what
+// Ollama cannot take (a URL, a file) is an error, never sent.
+func TestToChatRequestImages(t *testing.T) {
+	req := &chain.Request{Model: "llava", Messages: []chain.Message{{Role: "user", Content: "what?", Parts: []chain.Part{{Kind: chain.PartImage, Data: "aGk=", MediaType: "image/png"}}}}}
+	got, err := ToChatRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Messages[0]; m.Content != "what?" || len(m.Images) != 1 || string(m.Images[0]) != "hi" {
+		t.Errorf("message %+v", m)
+	}
+	for _, p := range []chain.Part{{Kind: chain.PartImage, URL: "https://x/a.png", Param: "messages[0].content[1]"}, {Kind: chain.PartFile, FileID: "f"}} {
+		req.Messages[0].Parts = []chain.Part{p}
+		if _, err := ToChatRequest(req); err == nil || !strings.Contains(err.Error(), "Ollama takes images as bytes only") {
+			t.Errorf("ToChatRequest(%+v) error = %v", p, err)
+		}
+	}
+}

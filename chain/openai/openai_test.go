@@ -722,3 +722,35 @@ func TestStreamMaxCallsBytes(t *testing.T) {
 		t.Errorf("calls %+v, over %v; want only call a, over", last.ToolCalls, s.over)
 	}
 }
+
+// TestChatRequestParts: a message with images and files goes as content
+// parts, its text first, each part as the client sent it; a text message
+// stays a string.
+func TestChatRequestParts(t *testing.T) {
+	req := &chain.Request{Model: "m", Messages: []chain.Message{
+		{Role: "system", Content: "be brief"},
+		{Role: "user", Content: "what are these?", Parts: []chain.Part{
+			{Kind: chain.PartImage, Data: "iVBORw0KGgo=", MediaType: "image/png", Detail: "low"},
+			{Kind: chain.PartImage, URL: "https://example.com/a.jpg"},
+			{Kind: chain.PartFile, Data: "JVBERi0=", MediaType: "application/pdf", Filename: "a.pdf"},
+			{Kind: chain.PartFile, Data: "JVBERi0=", Filename: "bare.pdf"},
+			{Kind: chain.PartFile, FileID: "file-1"},
+		}},
+		{Role: "user", Parts: []chain.Part{{Kind: chain.PartImage, Data: "iVBORw0KGgo=", MediaType: "image/png"}}},
+	}}
+	raw, err := json.Marshal(newChatRequest(req).Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"role":"system","content":"be brief"},` +
+		`{"role":"user","content":[{"type":"text","text":"what are these?"},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo=","detail":"low"}},` +
+		`{"type":"image_url","image_url":{"url":"https://example.com/a.jpg"}},` +
+		`{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0=","filename":"a.pdf"}},` +
+		`{"type":"file","file":{"file_data":"JVBERi0=","filename":"bare.pdf"}},` +
+		`{"type":"file","file":{"file_id":"file-1"}}]},` +
+		`{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]`
+	if string(raw) != want {
+		t.Errorf("messages\n%s\nwant\n%s", raw, want)
+	}
+}

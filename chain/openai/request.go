@@ -35,15 +35,59 @@ type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// message is an input message. Content is left out only for an assistant
-// message that makes tool calls and says nothing (OpenAI's schema allows
-// null there, and some servers refuse an empty string); a tool message's
-// content is always sent, even empty.
+// message is an input message. Content is a *string, or a []contentPart
+// for a message with images or files. It is left out only for an
+// assistant message that makes tool calls and says nothing (OpenAI's
+// schema allows null there, and some servers refuse an empty string); a
+// tool message's content is always sent, even empty.
 type message struct {
 	Role       string     `json:"role"`
-	Content    *string    `json:"content,omitempty"`
+	Content    any        `json:"content,omitempty"`
 	ToolCalls  []toolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+}
+
+// contentPart is one part of a message's content: its text, an image (a
+// data: URL or the client's https URL, which the node fetches itself) or a
+// file, as the client sent them.
+type contentPart struct {
+	Type     string    `json:"type"`
+	Text     *string   `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+	File     *fileRef  `json:"file,omitempty"`
+}
+
+type imageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+type fileRef struct {
+	FileData string `json:"file_data,omitempty"`
+	FileID   string `json:"file_id,omitempty"`
+	Filename string `json:"filename,omitempty"`
+}
+
+// contentParts is m's content as parts: its text first, then its images
+// and files in the order the client sent them.
+func contentParts(m *chain.Message) []contentPart {
+	out := make([]contentPart, 0, len(m.Parts)+1)
+	if m.Content != "" {
+		out = append(out, contentPart{Type: "text", Text: &m.Content})
+	}
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		if p.Kind == chain.PartFile {
+			f := &fileRef{FileID: p.FileID, Filename: p.Filename, FileData: p.Data}
+			if p.Data != "" && p.MediaType != "" {
+				f.FileData = p.DataURL()
+			}
+			out = append(out, contentPart{Type: "file", File: f})
+			continue
+		}
+		out = append(out, contentPart{Type: "image_url", ImageURL: &imageURL{URL: p.DataURL(), Detail: p.Detail}})
+	}
+	return out
 }
 
 type toolCall struct {
@@ -100,7 +144,10 @@ func newChatRequest(req *chain.Request) *chatRequest {
 		if m.Role == "developer" {
 			om.Role = "system"
 		}
-		if m.Content != "" || m.Role != "assistant" || len(m.ToolCalls) == 0 {
+		switch {
+		case len(m.Parts) > 0:
+			om.Content = contentParts(&req.Messages[i])
+		case m.Content != "" || m.Role != "assistant" || len(m.ToolCalls) == 0:
 			om.Content = &req.Messages[i].Content
 		}
 		if len(m.ToolCalls) > 0 {
