@@ -1,0 +1,97 @@
+package openai
+
+import (
+	"testing"
+
+	gojson "github.com/goccy/go-json"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// chunkSeeds are events as servers send them, and look-alikes the fast
+// path must hand to the general decoder.
+var chunkSeeds = []struct {
+	data string
+	fast bool // decodeChunk reads it itself
+}{
+	{`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"token "},"logprobs":null,"finish_reason":null}],"usage":null}`, true},
+	{`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}`, true},
+	{`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, true},
+	{`{"choices":[{"index":0,"delta":{"reasoning_content":"Let me think"}}]}`, true},
+	{`{"choices":[{"index":0,"delta":{"reasoning":"hmm","content":null}}]}`, true},
+	{`{"choices":[{"index":0,"delta":{"content":"line\nnext \"quoted\" \u00e9 \ud83d\ude00"}}]}`, true},
+	{` { "choices" : [ { "index" : 0 , "delta" : { "content" : "a" } } ] } `, true},
+	{`{"choices":[{"index":0,"delta":{"content":"x"},"logprobs":{"content":[{"token":"x","logprob":-0.5,"bytes":[120],"top_logprobs":[]}]}}]}`, true},
+	{`{"choices":[],"usage":null}`, true},
+	{`{"choices":null}`, true},
+	{`{"choices":[],"error":null,"Usage":null}`, true},
+	{`{"id":"x","created":1.5e3,"flag":true,"other":false,"n":-0.25E-2}`, true},
+	{"{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"bad \xff\xfe utf-8\"}}]}", true},
+	// Handed to the general decoder:
+	{`{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"length"}],"choices":[{"delta":{"reasoning":"b"}}]}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`, false},
+	{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}`, false},
+	{`{"error":{"message":"overloaded"}}`, false},
+	{`{"Choices":[{"index":0,"delta":{"content":"x"}}]}`, false},
+	{`{"choices":[{"index":0,"delta":{"Content":"x"}}]}`, false},
+	{`{"choices":[{"index":1.0,"delta":{"content":"x"}}]}`, false},
+	{`{"choices":[{"index":-1,"delta":{"content":"x"}}]}`, false},
+	{`{"choices":[{"index":01,"delta":{"content":"x"}}]}`, false},
+	{`{"id":01}`, false},
+	{`{"id":tru}`, false},
+	{`null`, false},
+	{`[]`, false},
+	{`{"choices":[{"index":0,"delta":{"content":"x"}}]} trailing`, false},
+}
+
+func TestDecodeChunk(t *testing.T) {
+	for _, tc := range chunkSeeds {
+		var got streamChunk
+		if ok := decodeChunk([]byte(tc.data), &got); ok != tc.fast {
+			t.Errorf("decodeChunk(%s) = %v, want %v", tc.data, ok, tc.fast)
+			continue
+		}
+		if tc.fast {
+			checkSameAsGeneral(t, []byte(tc.data), got)
+		}
+	}
+}
+
+// checkSameAsGeneral fails when the general decoder reads data otherwise
+// than decodeChunk did, or refuses it.
+func checkSameAsGeneral(t *testing.T, data []byte, got streamChunk) {
+	t.Helper()
+	var want streamChunk
+	if err := gojson.UnmarshalNoEscape(data, &want); err != nil {
+		t.Fatalf("decodeChunk read %q, which the general decoder refuses: %v", data, err)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("decodeChunk(%q) differs from the general decoder (-general +fast):\n%s", data, diff)
+	}
+}
+
+// FuzzDecodeChunk: whatever the upstream sends, an event decodeChunk reads
+// is one the general decoder reads the same.
+func FuzzDecodeChunk(f *testing.F) {
+	for _, tc := range chunkSeeds {
+		f.Add([]byte(tc.data))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got streamChunk
+		if decodeChunk(data, &got) {
+			checkSameAsGeneral(t, data, got)
+		}
+	})
+}
+
+// BenchmarkDecodeChunk is the fast path alone on a typical content chunk.
+func BenchmarkDecodeChunk(b *testing.B) {
+	data := []byte(chunkSeeds[0].data)
+	b.ReportAllocs()
+	for b.Loop() {
+		var sc streamChunk
+		if !decodeChunk(data, &sc) {
+			b.Fatal("not decoded")
+		}
+	}
+}
