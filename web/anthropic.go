@@ -405,6 +405,10 @@ func (r *messagesRequest) toRunRequest() *chain.RunRequest {
 
 // Response types, after the SDKs' Message, ContentBlock and Usage.
 
+// Fields of Anthropic's own serving (a code execution container, cache
+// diagnostics, a refusal's details, the inference region, service tier,
+// speed) are always written, as null: the SDKs' types require them.
+
 type anthropicResponse struct {
 	ID           string         `json:"id"`
 	Type         string         `json:"type"`
@@ -413,15 +417,25 @@ type anthropicResponse struct {
 	Content      []any          `json:"content"`
 	StopReason   *string        `json:"stop_reason"`
 	StopSequence *string        `json:"stop_sequence"`
+	StopDetails  *struct{}      `json:"stop_details"`
+	Container    *struct{}      `json:"container"`
+	Diagnostics  *struct{}      `json:"diagnostics"`
 	Usage        anthropicUsage `json:"usage"`
 	// "chain", the trace, is added to the encoded object by withChain.
 }
 
+// anthropicUsage is Usage, and MessageDeltaUsage as a subset of it.
 type anthropicUsage struct {
-	InputTokens              int `json:"input_tokens"`
-	OutputTokens             int `json:"output_tokens"`
-	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     int `json:"cache_read_input_tokens"`
+	InputTokens              int       `json:"input_tokens"`
+	OutputTokens             int       `json:"output_tokens"`
+	CacheCreationInputTokens int       `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int       `json:"cache_read_input_tokens"`
+	CacheCreation            *struct{} `json:"cache_creation"`
+	OutputTokensDetails      *struct{} `json:"output_tokens_details"`
+	ServerToolUse            *struct{} `json:"server_tool_use"`
+	InferenceGeo             *string   `json:"inference_geo"`
+	ServiceTier              *string   `json:"service_tier"`
+	Speed                    *string   `json:"speed"`
 }
 
 type textBlock struct {
@@ -436,12 +450,21 @@ type thinkingBlock struct {
 	Signature string `json:"signature"`
 }
 
+// toolUseBlock is a client tool call; its caller is the model itself
+// ("direct"), as opposed to a server tool's code.
 type toolUseBlock struct {
-	Type  string          `json:"type"`
-	ID    string          `json:"id"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type   string          `json:"type"`
+	ID     string          `json:"id"`
+	Name   string          `json:"name"`
+	Input  json.RawMessage `json:"input"`
+	Caller directCaller    `json:"caller"`
 }
+
+type directCaller struct {
+	Type string `json:"type"`
+}
+
+var direct = directCaller{Type: "direct"}
 
 // thinkingSignature signs nothing: Anthropic's signature lets its servers
 // check thinking sent back to them, and the SDKs expect the field. The
@@ -490,7 +513,7 @@ func anthropicContent(res *chain.Result, thinking bool) []any {
 		out = append(out, textBlock{Type: "text", Text: res.Message.Content})
 	}
 	for _, c := range res.Message.ToolCalls {
-		out = append(out, toolUseBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: callInput(c.Arguments)})
+		out = append(out, toolUseBlock{Type: "tool_use", ID: c.ID, Name: c.Name, Input: callInput(c.Arguments), Caller: direct})
 	}
 	return out
 }

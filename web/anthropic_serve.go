@@ -140,8 +140,10 @@ type blockDelta struct {
 
 // messageDelta is a message_delta's delta.
 type messageDelta struct {
-	StopReason   string  `json:"stop_reason"`
-	StopSequence *string `json:"stop_sequence"`
+	StopReason   string    `json:"stop_reason"`
+	StopSequence *string   `json:"stop_sequence"`
+	StopDetails  *struct{} `json:"stop_details"`
+	Container    *struct{} `json:"container"`
 }
 
 func (e *anthropicEncoder) send(ev *anthropicEvent) error {
@@ -251,7 +253,7 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 		return err
 	}
 	for _, call := range res.Message.ToolCalls {
-		if err := e.begin(toolUseBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: json.RawMessage("{}")}, "tool_use"); err != nil {
+		if err := e.begin(toolUseBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: json.RawMessage("{}"), Caller: direct}, "tool_use"); err != nil {
 			return err
 		}
 		idx := e.next - 1
