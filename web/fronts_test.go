@@ -21,6 +21,7 @@ var fronts = []struct {
 	{"chat completions", "/v1/chat/completions", `{"model":"A","stream":true,"messages":[{"role":"user","content":"hi"}]}`, "data: "},
 	{"responses", "/v1/responses", `{"model":"A","stream":true,"input":"hi"}`, "event: response.output_text.delta"},
 	{"ollama", "/api/chat", `{"model":"A","messages":[{"role":"user","content":"hi"}]}`, `{"model":"A"`},
+	{"anthropic", "/v1/messages", `{"model":"A","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "event: content_block_delta"},
 }
 
 // TestFrontsClientCancel: a client that goes away mid-stream cancels the
@@ -76,6 +77,7 @@ func TestFrontsMetricsRoute(t *testing.T) {
 		{"/v1/responses", `{"model":"chain/simple","input":"hi"}`},
 		{"/api/chat", `{"model":"chain/simple","stream":false,"messages":[{"role":"user","content":"hi"}]}`},
 		{"/api/generate", `{"model":"chain/simple","stream":false,"prompt":"hi"}`},
+		{"/v1/messages", `{"model":"chain/simple","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
 	} {
 		if resp := ts.post(t, p.path, p.body); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d", p.path, resp.StatusCode)
@@ -83,7 +85,7 @@ func TestFrontsMetricsRoute(t *testing.T) {
 	}
 	// A request is counted once its handler returns, which may be just
 	// after the client has read the answer: wait for the counts.
-	routes := []string{"/v1/responses", "/api/chat", "/api/generate"}
+	routes := []string{"/v1/responses", "/api/chat", "/api/generate", "/v1/messages"}
 	var missing []string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		resp, err := http.Get(ts.URL + "/metrics")
@@ -109,7 +111,7 @@ func TestFrontsMetricsRoute(t *testing.T) {
 
 // TestFrontsTokenLimit: an answer cut at the token limit says so in each
 // front's words: finish_reason "length", status "incomplete" with
-// max_output_tokens, done_reason "length".
+// max_output_tokens, done_reason "length", stop_reason "max_tokens".
 func TestFrontsTokenLimit(t *testing.T) {
 	f := fakeollama.New(t, fakeollama.Reply{Content: []string{"cut sho"}, DoneReason: "length"})
 	_, srv := wireProxy(t, []config.Node{ollamaNode("A", f.URL)}, oneStage)
@@ -121,6 +123,8 @@ func TestFrontsTokenLimit(t *testing.T) {
 		{"/v1/responses", `{"model":"A","stream":true,"max_output_tokens":3,"input":"hi"}`, `event: response.incomplete`},
 		{"/api/chat", `{"model":"A","options":{"num_predict":3},"messages":[{"role":"user","content":"hi"}]}`, `"done_reason":"length"`},
 		{"/api/generate", `{"model":"A","stream":false,"options":{"num_predict":3},"prompt":"hi"}`, `"done_reason":"length"`},
+		{"/v1/messages", `{"model":"A","max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, `"stop_reason":"max_tokens"`},
+		{"/v1/messages", `{"model":"A","stream":true,"max_tokens":3,"messages":[{"role":"user","content":"hi"}]}`, `"stop_reason":"max_tokens"`},
 	} {
 		resp := ts.post(t, tc.path, tc.body)
 		b := string(readAll(t, resp.Body))
