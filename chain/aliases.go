@@ -33,8 +33,9 @@ func aliases(m map[string]string) []alias {
 	return out
 }
 
-// alias returns the model a name stands for under model_aliases.
-func (e *Engine) alias(model string) (string, bool) {
+// Alias returns the model a name stands for under model_aliases (the
+// most specific pattern that matches), whether or not the name is served.
+func (e *Engine) Alias(model string) (string, bool) {
 	for _, a := range e.aliases {
 		if ok, _ := path.Match(a.pattern, model); ok {
 			return a.target, true

@@ -187,7 +187,7 @@ func (e *Engine) Resolve(model string) (Route, error) {
 	if r, ok := e.served(model); ok {
 		return r, nil
 	}
-	if target, ok := e.alias(model); ok {
+	if target, ok := e.Alias(model); ok {
 		if r, ok := e.served(target); ok {
 			return r, nil
 		}
