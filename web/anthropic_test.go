@@ -237,6 +237,39 @@ func TestDecodeClaudeCodeRequest(t *testing.T) {
 	}
 }
 
+// TestDecodeClaudeCodeToolResult decodes Claude Code's next request
+// after the recording fake answered with a Bash tool_use (same capture,
+// `claude -p "run the check command" --allowedTools Bash`): its system
+// entry here is a string, the assistant's call becomes the chain's tool
+// call and the tool_result block the tool message that resumes it.
+func TestDecodeClaudeCodeToolResult(t *testing.T) {
+	body, err := os.ReadFile("testdata/claude_code_tool_result.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := decodeMessagesRequest(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range req.msgs {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, ","); got != "system,user,assistant,tool" {
+		t.Fatalf("roles = %s", got)
+	}
+	call, result := req.msgs[2].ToolCalls, req.msgs[3]
+	if len(call) != 1 || call[0].Name != "Bash" || call[0].ID != "toolu_01" || !strings.Contains(call[0].Arguments, `"command":"echo chain-resumed-ok"`) {
+		t.Errorf("assistant calls = %+v", call)
+	}
+	if result.ToolCallID != "toolu_01" || result.Name != "Bash" || result.Content != "chain-resumed-ok" {
+		t.Errorf("tool message = %+v", result)
+	}
+	if !strings.Contains(req.msgs[0].Content, "# Environment") {
+		t.Errorf("the system entry inside messages is not in the system text")
+	}
+}
+
 // TestMessagesBadRequests: each mistake gets a 400 in Anthropic's shape,
 // naming what is wrong.
 func TestMessagesBadRequests(t *testing.T) {
