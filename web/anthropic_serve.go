@@ -78,6 +78,7 @@ func (s *Server) messages(c *gin.Context) {
 // as the proxy estimates them for context fitting, at the ratio calibrated
 // for the node that would receive it.
 func (s *Server) countTokens(c *gin.Context) {
+	start := time.Now()
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)
@@ -97,6 +98,10 @@ func (s *Server) countTokens(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"input_tokens": n})
+	if s.metrics != nil {
+		// Counted apart from the runs: Claude Code asks before many turns.
+		s.metrics.observeRequest("/v1/messages/count_tokens", "", http.StatusOK, time.Since(start), 0, nil)
+	}
 }
 
 // anthropicEncoder writes a run as the Messages API's typed events:
