@@ -150,7 +150,7 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 		return s, nil
 	}
 	var blocks []anthropicBlock
-	if err := json.Unmarshal(raw, &blocks); err != nil {
+	if err := unmarshal(raw, &blocks); err != nil {
 		return "", invalid(param, "%s: want a string or an array of text blocks", param)
 	}
 	texts := make([]string, 0, len(blocks))
@@ -197,7 +197,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			}
 			blocks = []anthropicBlock{{Type: "text", Text: s}}
 		case len(raw) > 0 && raw[0] == '[':
-			if err := json.Unmarshal(raw, &blocks); err != nil {
+			if err := unmarshal(raw, &blocks); err != nil {
 				return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
 			}
 		default:
@@ -287,7 +287,7 @@ func toolInput(raw json.RawMessage) (string, error) {
 func (r *messagesRequest) decodeTools() error {
 	for i, raw := range r.Tools {
 		var t anthropicTool
-		if err := json.Unmarshal(raw, &t); err != nil {
+		if err := unmarshal(raw, &t); err != nil {
 			return invalid(fmt.Sprintf("tools[%d]", i), "tools[%d]: want an object with a name and an input_schema", i)
 		}
 		switch {

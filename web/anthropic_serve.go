@@ -115,6 +115,7 @@ type anthropicEncoder struct {
 	id, model string
 	thinking  bool // the client takes the node's reasoning
 	started   bool
+	wroteText bool // a text block was opened
 	// cur is the open block's type ("thinking" or "text"; "" when none),
 	// at index next-1.
 	cur  string
@@ -207,6 +208,8 @@ func (e *anthropicEncoder) delta(kind, text string) error {
 		var block any = textBlock{Type: "text"}
 		if kind == "thinking" {
 			block = thinkingBlock{Type: "thinking"}
+		} else {
+			e.wroteText = true
 		}
 		if err := e.begin(block, kind); err != nil {
 			return err
@@ -247,7 +250,7 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 	if err := e.open(); err != nil {
 		return err
 	}
-	if e.next == 0 && len(res.Message.ToolCalls) == 0 {
+	if !e.wroteText && len(res.Message.ToolCalls) == 0 {
 		// An answer without text still has its text block, as the whole
 		// message has.
 		if err := e.begin(textBlock{Type: "text"}, "text"); err != nil {

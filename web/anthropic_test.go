@@ -537,3 +537,19 @@ func TestMessagesInTraceList(t *testing.T) {
 		t.Errorf("stored trace: %d", resp.StatusCode)
 	}
 }
+
+// BenchmarkDecodeClaudeCodeRequest: what decoding one Claude Code turn
+// (about 50 KB: its system prompt, 12 tools) costs the proxy.
+func BenchmarkDecodeClaudeCodeRequest(b *testing.B) {
+	body, err := os.ReadFile("testdata/claude_code_request.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := decodeMessagesRequest(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
