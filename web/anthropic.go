@@ -125,7 +125,7 @@ func decodeMessagesRequest(body []byte) (*messagesRequest, error) {
 	if req.thinking, err = decodeThinking(req.Thinking); err != nil {
 		return nil, err
 	}
-	system, err := blocksText(req.System, "system")
+	system, err := blocksText(req.System, "system", false)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +136,12 @@ func decodeMessagesRequest(body []byte) (*messagesRequest, error) {
 }
 
 // blocksText reads a string or an array of text blocks (system, a
-// tool_result's content) as one text, its blocks a line apart.
-func blocksText(raw json.RawMessage, param string) (string, error) {
+// tool_result's content) as one text, its blocks a line apart. Images are
+// refused; other blocks are refused too, unless skipOther: a tool's result
+// may hold blocks the chain cannot show its model (Claude Code's tool
+// search answers with tool_reference blocks), and the text around them
+// still counts.
+func blocksText(raw json.RawMessage, param string, skipOther bool) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
@@ -161,6 +165,9 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 		case "image", "document":
 			return "", invalid(fmt.Sprintf("%s[%d]", param, i), "%s[%d]: %v", param, i, errImages)
 		default:
+			if skipOther {
+				continue
+			}
 			return "", invalid(fmt.Sprintf("%s[%d].type", param, i), "%s[%d]: block type %q is not supported here (text only)", param, i, b.Type)
 		}
 	}
@@ -204,7 +211,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
 		}
 		if m.Role == "system" {
-			text, err := blocksText(raw, param+".content")
+			text, err := blocksText(raw, param+".content", false)
 			if err != nil {
 				return err
 			}
@@ -236,7 +243,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 				if b.ToolUseID == "" {
 					return invalid(bp+".tool_use_id", "%s: a tool_result block needs a tool_use_id", bp)
 				}
-				out, err := blocksText(b.Content, bp+".content")
+				out, err := blocksText(b.Content, bp+".content", true)
 				if err != nil {
 					return err
 				}
