@@ -195,28 +195,30 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			return invalid(param+".role", "%s.role: %q is not one of user, assistant (or system)", param, m.Role)
 		}
 		raw := bytes.TrimSpace(m.Content)
+		if m.Role == "system" {
+			text, err := blocksText(raw, param+".content", false)
+			if err != nil {
+				return err
+			}
+			if text != "" {
+				systems = append(systems, text)
+			}
+			continue
+		}
 		var blocks []anthropicBlock
 		switch {
 		case len(raw) > 0 && raw[0] == '"':
-			var s string
-			if err := json.Unmarshal(raw, &s); err != nil {
+			text, err := contentText(raw)
+			if err != nil {
 				return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
 			}
-			blocks = []anthropicBlock{{Type: "text", Text: s}}
+			blocks = []anthropicBlock{{Type: "text", Text: text}}
 		case len(raw) > 0 && raw[0] == '[':
 			if err := unmarshal(raw, &blocks); err != nil {
 				return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
 			}
 		default:
 			return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
-		}
-		if m.Role == "system" {
-			text, err := blocksText(raw, param+".content", false)
-			if err != nil {
-				return err
-			}
-			systems = append(systems, text)
-			continue
 		}
 		cm := chain.Message{Role: m.Role}
 		var texts []string
@@ -259,7 +261,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			}
 		}
 		cm.Content = strings.Join(texts, "\n")
-		if m.Role == "user" && cm.Content == "" && len(texts) == 0 {
+		if m.Role == "user" && len(texts) == 0 {
 			continue // tool results only
 		}
 		msgs = append(msgs, cm)
