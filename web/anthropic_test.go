@@ -1,7 +1,9 @@
 package web
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -551,5 +553,34 @@ func BenchmarkDecodeClaudeCodeRequest(b *testing.B) {
 		if _, err := decodeMessagesRequest(body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestMessagesPingWhileWaiting: while a node has said nothing yet, the
+// stream is kept alive with ping events after message_start, which the
+// SDKs read and skip.
+func TestMessagesPingWhileWaiting(t *testing.T) {
+	f := fakeollama.New(t, fakeollama.Reply{Hang: true})
+	_, srv := wireProxy(t, []config.Node{ollamaNode("A", f.URL)}, oneStage)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/messages", strings.NewReader(`{"model":"A","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var lines []string
+	for sc.Scan() {
+		if lines = append(lines, sc.Text()); sc.Text() == "event: ping" {
+			break
+		}
+	}
+	if len(lines) < 3 || lines[0] != "event: message_start" || lines[len(lines)-1] != "event: ping" {
+		t.Fatalf("stream began %q, want message_start then a ping", lines)
+	}
+	if !sc.Scan() || sc.Text() != `data: {"type":"ping"}` {
+		t.Errorf("ping data = %q", sc.Text())
 	}
 }
