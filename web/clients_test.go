@@ -119,6 +119,9 @@ func TestOllamaJS(t *testing.T) {
 func TestAnthropicSDK(t *testing.T) {
 	node := needClients(t)
 	if _, err := os.Stat(filepath.Join(clientsDir, "node_modules", "@anthropic-ai", "sdk", "package.json")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("@anthropic-ai/sdk is not installed (%v) (CI is set, so this fails instead of skipping)", err)
+		}
 		t.Skipf("@anthropic-ai/sdk is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
 	}
 	u := newAgentUpstreams(t, weatherOnce)
