@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/packages/respjson"
 
 	"chainproxy/chain"
+	"chainproxy/config"
 	"chainproxy/store"
 )
 
@@ -226,4 +227,31 @@ func TestAnthropicGoSDKErrors(t *testing.T) {
 			t.Errorf("%s: error body %s", tc.model, apiErr.RawJSON())
 		}
 	}
+}
+
+// TestAnthropicGoSDKModels: the SDK's Models.List and Models.Get read
+// /v1/models, aliases included, as Anthropic's model list.
+func TestAnthropicGoSDKModels(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.ModelAliases = map[string]string{"claude-*": "chain/auto"} })
+	client := anthropic.NewClient(option.WithBaseURL(s.URL), option.WithAPIKey("unused"), option.WithMaxRetries(0))
+	page, err := client.Models.List(context.Background(), anthropic.ModelListParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strictSDK(t, "models", reflect.ValueOf(page))
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+		if m.DisplayName == "" || m.CreatedAt.IsZero() {
+			t.Errorf("model %+v", m)
+		}
+	}
+	if got := strings.Join(ids, ","); got != "chain/auto,chain/simple,chain/reflexive,OL1,M1,M2,small-1,big-1,review-1,claude-*" || page.HasMore {
+		t.Errorf("models = %s (has_more %v)", got, page.HasMore)
+	}
+	m, err := client.Models.Get(context.Background(), "claude-sonnet-4-6", anthropic.ModelGetParams{})
+	if err != nil || m.ID != "claude-sonnet-4-6" || m.JSON.ExtraFields["alias_for"].Raw() != `"chain/auto"` {
+		t.Fatalf("Models.Get = %+v, %v", m, err)
+	}
+	strictSDK(t, "model", reflect.ValueOf(m))
 }

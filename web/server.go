@@ -468,35 +468,59 @@ func traceKey(who, id string) string {
 	return who + "." + id
 }
 
-// modelList renders /v1/models once, the chain models and every node, and
-// the GET /v1/models/{id} body of each.
+// listedModel is one entry of /v1/models, in OpenAI's shape (id, object,
+// created, owned_by) and Anthropic's (type, display_name, created_at) at
+// once: Claude Code and the Anthropic SDKs read the same route.
+type listedModel struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Type        string `json:"type"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+	Lifecycle   string `json:"lifecycle"`
+	// What Anthropic's list says of its own models (capabilities, line,
+	// limits, deprecation), null: a chain's limits are its nodes'.
+	Capabilities   *struct{} `json:"capabilities"`
+	Line           *string   `json:"line"`
+	MaxInputTokens *int      `json:"max_input_tokens"`
+	MaxTokens      *int      `json:"max_tokens"`
+	DeprecatedAt   *string   `json:"deprecated_at"`
+	RetiresAt      *string   `json:"retires_at"`
+	// AliasFor is the model a model_aliases pattern stands for.
+	AliasFor string `json:"alias_for,omitempty"`
+}
+
+func (s *Server) listedModel(id, owner, aliasFor string) listedModel {
+	return listedModel{ID: id, Object: "model", Created: s.started.Unix(), OwnedBy: owner,
+		Type: "model", DisplayName: id, CreatedAt: s.started.Format(time.RFC3339), Lifecycle: "active", AliasFor: aliasFor}
+}
+
+// modelList renders /v1/models once, the chain models, every node, and
+// the model_aliases patterns, and the GET /v1/models/{id} body of each.
 func (s *Server) modelList() ([]byte, map[string][]byte) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-		// AliasFor is the model a model_aliases pattern stands for.
-		AliasFor string `json:"alias_for,omitempty"`
-	}
-	now := time.Now().Unix()
 	list := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
+		Object string        `json:"object"`
+		Data   []listedModel `json:"data"`
+		// Anthropic's paging, of a list that is always whole.
+		HasMore bool   `json:"has_more"`
+		FirstID string `json:"first_id"`
+		LastID  string `json:"last_id"`
 	}{Object: "list"}
 	for _, id := range []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive} {
-		list.Data = append(list.Data, model{ID: id, Object: "model", Created: now, OwnedBy: "chainproxy"})
+		list.Data = append(list.Data, s.listedModel(id, "chainproxy", ""))
 	}
 	listed := map[string]bool{}
 	for _, n := range s.cfg.Nodes {
-		list.Data = append(list.Data, model{ID: n.Name, Object: "model", Created: now, OwnedBy: n.Provider})
+		list.Data = append(list.Data, s.listedModel(n.Name, n.Provider, ""))
 		listed[n.Name] = true
 	}
 	// A node's model name is accepted as model too (it routes to the first
 	// node serving it), so clients that pick from this list can use it.
 	for _, n := range s.cfg.Nodes {
 		if !listed[n.Model] {
-			list.Data = append(list.Data, model{ID: n.Model, Object: "model", Created: now, OwnedBy: n.Provider})
+			list.Data = append(list.Data, s.listedModel(n.Model, n.Provider, ""))
 			listed[n.Model] = true
 		}
 	}
@@ -504,9 +528,10 @@ func (s *Server) modelList() ([]byte, map[string][]byte) {
 	// that lists models sees what names it may use.
 	if s.engine != nil {
 		for _, a := range s.engine.Aliases() {
-			list.Data = append(list.Data, model{ID: a[0], Object: "model", Created: now, OwnedBy: "chainproxy", AliasFor: a[1]})
+			list.Data = append(list.Data, s.listedModel(a[0], "chainproxy", a[1]))
 		}
 	}
+	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
 	b, _ := json.Marshal(list)
 	one := make(map[string][]byte, len(list.Data))
 	for _, m := range list.Data {
@@ -534,7 +559,7 @@ func (s *Server) getModel(c *gin.Context) {
 			return
 		}
 		// A name a pattern takes: the client may use it.
-		c.JSON(http.StatusOK, gin.H{"id": id, "object": "model", "created": s.started.Unix(), "owned_by": "chainproxy", "alias_for": target})
+		c.JSON(http.StatusOK, s.listedModel(id, "chainproxy", target))
 		return
 	}
 	c.Data(http.StatusOK, "application/json", b)
