@@ -49,9 +49,12 @@ type Tool struct {
 type Params struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 	TopP        *float64 `json:"top_p,omitempty"`
-	MaxTokens   *int     `json:"max_tokens,omitempty"`
-	Stop        []string `json:"stop,omitempty"`
-	Seed        *int64   `json:"seed,omitempty"`
+	// TopK is sent to Ollama nodes only: OpenAI's API has no top_k, and
+	// some OpenAI-compatible servers refuse fields they do not know.
+	TopK      *int     `json:"top_k,omitempty"`
+	MaxTokens *int     `json:"max_tokens,omitempty"`
+	Stop      []string `json:"stop,omitempty"`
+	Seed      *int64   `json:"seed,omitempty"`
 	// Format is Ollama's format: "json" or a JSON schema the answer must
 	// follow (an OpenAI node gets it as response_format). Only the
 	// answering stage's calls carry it: earlier stages write notes.

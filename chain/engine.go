@@ -103,6 +103,8 @@ type Engine struct {
 	windows     windows
 	// redact masks configured secrets in what the chain writes.
 	redact redact.Redactor
+	// aliases are model_aliases, most specific first.
+	aliases []alias
 	// watcher sees every run's events (SetWatcher); a pointer, so that
 	// setting it never races with the runs reading it.
 	watcher atomic.Pointer[Watcher]
@@ -129,6 +131,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		e.redact = redact.FromConfig(cfg)
 	}
 	e.calibration = memory.NewCalibration(deps.Memory)
+	e.aliases = aliases(cfg.ModelAliases)
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
@@ -177,23 +180,38 @@ type Route struct {
 // anti-loop's per-conversation memory.
 func (r Route) Relay() bool { return r.Node != "" }
 
-// Resolve maps a request's model field to a Route.
+// Resolve maps a request's model field to a Route: a chain model, a node
+// by name or by model, else the most specific model_aliases pattern that
+// matches. Any other name is an *UnknownModelError naming what exists.
 func (e *Engine) Resolve(model string) (Route, error) {
+	if r, ok := e.served(model); ok {
+		return r, nil
+	}
+	if target, ok := e.Alias(model); ok {
+		if r, ok := e.served(target); ok {
+			return r, nil
+		}
+	}
+	return Route{}, &UnknownModelError{Model: model, Known: e.Models(), Aliases: e.Aliases()}
+}
+
+// served routes a model name the proxy serves itself.
+func (e *Engine) served(model string) (Route, bool) {
 	switch model {
 	case ModelAuto:
-		return Route{}, nil
+		return Route{}, true
 	case ModelSimple:
-		return Route{Mode: ModeSimple}, nil
+		return Route{Mode: ModeSimple}, true
 	case ModelReflexive:
-		return Route{Mode: ModeReflexive}, nil
+		return Route{Mode: ModeReflexive}, true
 	}
 	if n, ok := e.nodes[model]; ok {
-		return Route{Mode: ModeSimple, Node: n.Name}, nil
+		return Route{Mode: ModeSimple, Node: n.Name}, true
 	}
 	if n, ok := e.byModel[model]; ok {
-		return Route{Mode: ModeSimple, Node: n.Name}, nil
+		return Route{Mode: ModeSimple, Node: n.Name}, true
 	}
-	return Route{}, fmt.Errorf("%w %q", ErrUnknownModel, model)
+	return Route{}, false
 }
 
 // ToolChoice is the client's tool_choice: Mode "auto" (or ""), "none",

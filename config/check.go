@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"path"
 	"reflect"
 	"regexp"
 	"strings"
@@ -332,4 +333,27 @@ func parent(p string) string {
 		return ""
 	}
 	return p[:i]
+}
+
+// validateAliases checks model_aliases at startup: each pattern is a
+// well-formed glob and each target a model the proxy serves (a chain
+// model, a node by name or by model), never another alias: one lookup
+// resolves any name. nodes are the configured node names.
+func (c *Config) validateAliases(nodes map[string]bool, bad func(path, format string, args ...any)) {
+	models := map[string]bool{"chain/auto": true, "chain/simple": true, "chain/reflexive": true}
+	for _, n := range c.Nodes {
+		models[n.Model] = true
+	}
+	for pattern, target := range c.ModelAliases {
+		if pattern == "" {
+			bad("model_aliases", "a pattern must not be empty")
+			continue
+		}
+		if _, err := path.Match(pattern, ""); err != nil {
+			bad("model_aliases", "%q is not a valid pattern (write globs such as claude-* or claude-*haiku*)", pattern)
+		}
+		if !models[target] && !nodes[target] {
+			bad("model_aliases", "%q: unknown model %q (want chain/auto, chain/simple, chain/reflexive, a node's name or its model)", pattern, target)
+		}
+	}
 }

@@ -42,6 +42,10 @@ type Config struct {
 	Antiloop Antiloop `yaml:"antiloop" json:"antiloop"`
 	Store    Store    `yaml:"store" json:"store"`
 	Memory   Memory   `yaml:"memory" json:"memory"`
+	// ModelAliases maps model-name patterns (Go's path.Match globs) to the
+	// model they stand for: a chain model, a node or a node's model. Agent
+	// clients ask for their own model names (Claude Code's claude-*).
+	ModelAliases map[string]string `yaml:"model_aliases" json:"model_aliases,omitempty"`
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
@@ -730,6 +734,7 @@ func (c *Config) Validate() error {
 			bad(sh.key, "want a fraction of the window between 0 and 0.5, got %v", sh.v)
 		}
 	}
+	c.validateAliases(seen, bad)
 	if c.Chain.Render != RenderNone && c.Chain.Render != RenderDetails {
 		bad("chain.render", "unknown render %q (want \"details\" or empty)", c.Chain.Render)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"os"
 	"regexp"
 	"strings"
@@ -146,6 +147,8 @@ func TestValidationErrors(t *testing.T) {
 		{"http follow_redirects unknown", "tools:\n  http:\n    - {name: t, url: http://x, follow_redirects: all}\n", `config: tools.http[0].follow_redirects: want "same_origin"`},
 		{"max_args_bytes zero", "tools:\n  max_args_bytes: 0\n", `config: tools.max_args_bytes: must be positive, got 0`},
 		{"max_output_bytes negative", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, max_output_bytes: -1}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].max_output_bytes: must be positive, got -1`},
+		{"alias to an unknown model", "model_aliases:\n  \"claude-*\": gpt-9\n", `config: model_aliases: "claude-*": unknown model "gpt-9"`},
+		{"alias with a bad pattern", "model_aliases:\n  \"claude-[\": chain/auto\n", `config: model_aliases: "claude-[" is not a valid pattern`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {
@@ -161,6 +164,19 @@ func TestValidationErrors(t *testing.T) {
 				t.Errorf("Parse = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestModelAliasesParse: aliases map globs to chain models, nodes and
+// node models.
+func TestModelAliasesParse(t *testing.T) {
+	cfg, err := Parse([]byte("model_aliases:\n  \"claude-*haiku*\": chain/simple\n  \"claude-*\": chain/auto\n  big: M1\n  small: qwen3:1.7b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"claude-*haiku*": "chain/simple", "claude-*": "chain/auto", "big": "M1", "small": "qwen3:1.7b"}
+	if !maps.Equal(cfg.ModelAliases, want) {
+		t.Errorf("model_aliases = %v, want %v", cfg.ModelAliases, want)
 	}
 }
 

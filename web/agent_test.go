@@ -62,7 +62,7 @@ func agentProxy(t *testing.T, u *agentUpstreams, extra string, st store.Store) *
 	var y strings.Builder
 	y.WriteString("nodes:\n")
 	for _, n := range u.nodes {
-		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 10s, max_queue: 8}\n", n.Name, n.Provider, n.BaseURL, n.Model)
+		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 10s, max_queue: 8, context_window: %d}\n", n.Name, n.Provider, n.BaseURL, n.Model, n.ContextWindow)
 	}
 	cfg, err := config.Parse([]byte(y.String() + agentChain + extra))
 	if err != nil {

@@ -113,3 +113,39 @@ func TestOllamaJS(t *testing.T) {
 		t.Errorf("ollama-js saw %v", got)
 	}
 }
+
+// TestAnthropicSDK: the npm Anthropic SDK's messages.create and
+// messages.stream run a client tool loop through the chain.
+func TestAnthropicSDK(t *testing.T) {
+	node := needClients(t)
+	if _, err := os.Stat(filepath.Join(clientsDir, "node_modules", "@anthropic-ai", "sdk", "package.json")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("@anthropic-ai/sdk is not installed (%v) (CI is set, so this fails instead of skipping)", err)
+		}
+		t.Skipf("@anthropic-ai/sdk is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
+	}
+	u := newAgentUpstreams(t, weatherOnce)
+	srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+	got := runClient(t, node, "anthropic.mjs", srv.URL)
+	for _, mode := range []string{"nonStream", "stream"} {
+		r := got[mode].(map[string]any)
+		if r["text"] != "It is sunny in Paris." || r["stop"] != "end_turn" {
+			t.Errorf("%s: %v", mode, r)
+		}
+		if calls, _ := r["calls"].([]any); len(calls) != 1 || calls[0] != `get_weather({"city":"Paris"})` {
+			t.Errorf("%s calls = %v", mode, r["calls"])
+		}
+	}
+	if r := got["nonStream"].(map[string]any); r["mode"] != "reflexive" || r["stages"] != "OL1:ok M1:ok M2:ok" {
+		t.Errorf("the whole message's trace: %v", r)
+	}
+	var events []string
+	for _, e := range got["stream"].(map[string]any)["events"].([]any) {
+		events = append(events, e.(string))
+	}
+	for _, want := range []string{"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"} {
+		if !slices.Contains(events, want) {
+			t.Errorf("stream events %v lack %s", events, want)
+		}
+	}
+}

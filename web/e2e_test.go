@@ -366,6 +366,13 @@ func TestQueueFullAndDisconnectWhileQueued(t *testing.T) {
 	if resp3.StatusCode != 429 || resp3.Header.Get("Retry-After") == "" || !strings.Contains(string(b3), "rate_limit_exceeded") {
 		t.Errorf("third request: %d %q %s", resp3.StatusCode, resp3.Header.Get("Retry-After"), b3)
 	}
+	// On Anthropic's front a full queue is its overloaded_error, 529,
+	// on which its clients back off and retry.
+	resp4 := ts.post(t, "/v1/messages", `{"model":"A","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`)
+	b4 := readAll(t, resp4.Body)
+	if resp4.StatusCode != StatusOverloaded || resp4.Header.Get("Retry-After") == "" || !strings.Contains(string(b4), `"type":"overloaded_error"`) {
+		t.Errorf("a full queue on /v1/messages: %d %q %s", resp4.StatusCode, resp4.Header.Get("Retry-After"), b4)
+	}
 
 	// The queued client goes away: it leaves the queue at once.
 	cancel2()

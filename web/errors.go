@@ -48,7 +48,7 @@ type httpError struct {
 func (e *httpError) Error() string { return e.message }
 
 var (
-	errUnauthorized = &httpError{http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "invalid API key: send it as 'Authorization: Bearer <key>'"}
+	errUnauthorized = &httpError{http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "invalid API key: send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>')"}
 	errTooLarge     = &httpError{http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "request body too large"}
 	errNotFound     = &httpError{http.StatusNotFound, "invalid_request_error", "not_found", "no such endpoint"}
 	errMethod       = &httpError{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "method not allowed"}
@@ -88,7 +88,7 @@ func statusFor(err error) (int, errorObject) {
 	case errors.Is(err, chain.ErrUnknownModel):
 		p := "model"
 		obj.Param = &p
-		obj.Message = strings.TrimPrefix(err.Error(), "chain: ") + ": see GET /v1/models"
+		obj.Message = strings.TrimPrefix(err.Error(), "chain: ") + "; see GET /v1/models"
 		return set(http.StatusNotFound, "invalid_request_error", "model_not_found")
 	case errors.Is(err, chain.ErrToolsUnsupported):
 		p := "tools"
@@ -133,4 +133,60 @@ func statusFor(err error) (int, errorObject) {
 		return set(http.StatusBadGateway, "upstream_error", "chain_failed")
 	}
 	return set(http.StatusInternalServerError, "server_error", "internal_error")
+}
+
+// anthropicErrorBody is Anthropic's error shape, which its SDKs and Claude
+// Code read on /v1/messages: {"type": "error", "error": {"type", "message"}},
+// plus the chain trace when a run failed.
+type anthropicErrorBody struct {
+	Type  string         `json:"type"`
+	Error anthropicError `json:"error"`
+}
+
+type anthropicError struct {
+	Type    string       `json:"type"`
+	Message string       `json:"message"`
+	Chain   *chain.Trace `json:"chain,omitempty"`
+}
+
+// StatusOverloaded is Anthropic's 529: its clients back off and retry on
+// it, as they should when a node's queue is full.
+const StatusOverloaded = 529
+
+// anthropicPath reports whether path is the Messages API's, whose errors
+// take Anthropic's shape.
+func anthropicPath(path string) bool { return strings.HasPrefix(path, "/v1/messages") }
+
+// anthropicStatus maps an error, as statusFor mapped it, to the status and
+// error type Anthropic gives: a full queue is overloaded_error (529), the
+// rest follows the status.
+func anthropicStatus(err error, status int, obj errorObject) (int, anthropicErrorBody) {
+	body := anthropicErrorBody{Type: "error", Error: anthropicError{Message: obj.Message, Chain: obj.Chain}}
+	// A full queue: the error itself, or, at the end of a stream, the code
+	// statusFor gives it (an upstream's 429 has another).
+	var qe *chain.QueueFullError
+	if errors.As(err, &qe) || err == nil && obj.Code != nil && *obj.Code == "rate_limit_exceeded" {
+		status = StatusOverloaded
+	}
+	switch {
+	case status == http.StatusUnauthorized:
+		body.Error.Type = "authentication_error"
+	case status == http.StatusForbidden:
+		body.Error.Type = "permission_error"
+	case status == http.StatusNotFound:
+		body.Error.Type = "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		body.Error.Type = "request_too_large"
+	case status == http.StatusTooManyRequests:
+		body.Error.Type = "rate_limit_error"
+	case status == StatusOverloaded:
+		body.Error.Type = "overloaded_error"
+	case status == http.StatusGatewayTimeout:
+		body.Error.Type = "timeout_error"
+	case status >= 500:
+		body.Error.Type = "api_error"
+	default:
+		body.Error.Type = "invalid_request_error"
+	}
+	return status, body
 }

@@ -105,6 +105,12 @@ func TestFrontsHostileBodies(t *testing.T) {
 		path, body string
 		ollama     bool
 	}{
+		{"/v1/messages", `{"model":"chain/auto","messages":` + deep + `}`, false},
+		{"/v1/messages", `{"model":"chain/auto","messages":[` + strings.Repeat(`{"role":"user","content":"a"},`, 60) + `{"role":"user","content":"a"}]}`, false},
+		{"/v1/messages", `{"model":"chain/auto","messages":[{"role":"user","content":"a"}],"tools":[` + strings.Repeat(`{"type":"bash_1"},`, 129) + `{"type":"bash_1"}]}`, false},
+		{"/v1/messages", "{\"model\":\"chain/auto\",\"messages\":\"\xff\xfe\"", false},
+		{"/v1/messages", `{"model":"chain/auto","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":` + deep + `}]}]}`, false},
+		{"/v1/messages/count_tokens", `{"model":"chain/auto","system":{"a":1},"messages":[{"role":"user","content":"a"}]}`, false},
 		{"/v1/responses", `{"model":"chain/auto","input":` + deep + `}`, false},
 		{"/v1/responses", `{"model":"chain/auto","input":[` + strings.Repeat(`{"role":"user","content":"a"},`, 60) + `{"role":"user","content":"a"}]}`, false},
 		{"/v1/responses", `{"model":"chain/auto","input":"hi","tools":[` + strings.Repeat(`{"type":"web_search"},`, 129) + `{"type":"web_search"}]}`, false},
@@ -130,8 +136,58 @@ func TestFrontsHostileBodies(t *testing.T) {
 		if isString != tc.ollama {
 			t.Errorf("%s: error body %s is not in the front's shape", tc.path, b)
 		}
+		if anthropicPath(tc.path) {
+			if e, _ := shape["error"].(map[string]any); shape["type"] != "error" || e["type"] != "invalid_request_error" {
+				t.Errorf("%s: error body %s is not in Anthropic's shape", tc.path, b)
+			}
+		}
 	}
 	if resp := s.post(t, "/api/chat", `{"model":"chain/simple","stream":false,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 200 {
 		t.Errorf("after the hostile bodies: %d", resp.StatusCode)
 	}
+}
+
+// FuzzDecodeMessagesRequest: the same for /v1/messages: a badRequest, or
+// a request within the limits whose messages the chain takes, with the
+// system text first and every tool call's arguments a JSON object.
+func FuzzDecodeMessagesRequest(f *testing.F) {
+	f.Add([]byte(`{"model":"chain/auto","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`))
+	f.Add([]byte(`{"model":"x","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}}]},{"role":"system","content":"env"}],"thinking":{"type":"adaptive","display":"omitted"},"metadata":{"user_id":"u"},"stream":true}`))
+	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"r"}],"is_error":true}]}],"tools":[{"name":"f","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search"},{"name":"d","input_schema":{},"defer_loading":true}],"tool_choice":{"type":"tool","name":"f"},"stop_sequences":["x"],"temperature":0.5,"top_p":1,"top_k":5}`))
+	f.Add([]byte(`{"model":"x","messages":[{"role":"user","content":[{"type":"tool_result","content":"x"}]}],"thinking":{"type":"enabled","budget_tokens":0}}`))
+	f.Add([]byte(`{"model":`))
+	const maxMsgs = 2
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := decodeMessagesRequest(body)
+		if err == nil {
+			err = checkMessagesLimits(req, maxMsgs)
+		}
+		if err != nil {
+			var br *badRequest
+			if !errors.As(err, &br) || br.msg == "" {
+				t.Fatalf("decode error %T %v is not a badRequest with a message", err, err)
+			}
+			return
+		}
+		if req.Model == "" || len(req.Messages) == 0 || len(req.Messages) > maxMsgs || len(req.Tools) > maxTools || len(req.StopSequences) > maxStops {
+			t.Fatalf("accepted a request beyond the limits: %s", body)
+		}
+		rr := req.toRunRequest()
+		for i, m := range rr.Messages {
+			if !validRoles[m.Role] || m.Role == "system" && i > 0 {
+				t.Fatalf("message %d has role %q", i, m.Role)
+			}
+			if m.Role == "tool" && m.ToolCallID == "" {
+				t.Fatalf("tool message %d without a call id", i)
+			}
+			for _, c := range m.ToolCalls {
+				if a := strings.TrimSpace(c.Arguments); !json.Valid([]byte(a)) || a[0] != '{' {
+					t.Fatalf("call arguments %q are not a JSON object", c.Arguments)
+				}
+			}
+		}
+		if _, err := json.Marshal(rr); err != nil {
+			t.Fatalf("run request does not encode: %v", err)
+		}
+	})
 }

@@ -135,6 +135,17 @@ func responsesImage(b64 string) imageRequest {
 	}
 }
 
+func messagesImage(b64 string) imageRequest {
+	return func(model, part string) (string, string) {
+		p := map[string]string{
+			"image": `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}`,
+			"url":   `{"type":"image","source":{"type":"url","url":"https://example.com/cat.png"}}`,
+			"file":  `{"type":"document","title":"a.pdf","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0xLjQK"}}`,
+		}[part]
+		return "/v1/messages", `{"model":"` + model + `","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},` + p + `]}]}`
+	}
+}
+
 func ollamaImage(b64 string) imageRequest {
 	return func(model, part string) (string, string) {
 		return "/api/chat", `{"model":"` + model + `","stream":false,"messages":[{"role":"user","content":"What is this?","images":["` + b64 + `"]}]}`
@@ -160,6 +171,7 @@ func TestImagesEachFront(t *testing.T) {
 		{"chat completions", chatImage(b64), "messages[0].content[1]", false, false},
 		{"responses", responsesImage(b64), "input[0].content[1]", false, false},
 		{"ollama", ollamaImage(b64), "messages[0].images[0]", true, true},
+		{"anthropic messages", messagesImage(b64), "messages[0].content[1]", false, false},
 	}
 	cases := []struct {
 		name, model, part string
@@ -203,7 +215,7 @@ func TestImagesEachFront(t *testing.T) {
 					if !strings.Contains(msg, f.param) {
 						t.Errorf("error %q does not name the part %s", msg, f.param)
 					}
-					if !f.ollama && !strings.HasPrefix(param, f.param) {
+					if param != "" && !strings.HasPrefix(param, f.param) {
 						t.Errorf("param %q, want the part %s", param, f.param)
 					}
 					if n := len(u.ov.Requests()) + len(u.ot.Requests()) + len(u.mv.Requests()) + len(u.mt.Requests()); n != 0 {
@@ -232,7 +244,9 @@ func TestImagesEachFront(t *testing.T) {
 						"url":   `[{"text":"What is this?","type":"text"},{"image_url":{"url":"https://example.com/cat.png"},"type":"image_url"}]`,
 						"file":  `[{"text":"What is this?","type":"text"},{"file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK","filename":"a.pdf"},"type":"file"}]`,
 					}[tc.part]
-					if f.noParts {
+					if f.noParts || path == "/v1/messages" {
+						// Neither Ollama's images nor Anthropic's image
+						// blocks have a detail.
 						want = strings.Replace(want, `"detail":"low",`, "", 1)
 					}
 					if string(got) != want {
@@ -271,12 +285,20 @@ func imageError(t *testing.T, body []byte, ollamaShape bool) (msg, param string)
 		return e.Error, ""
 	}
 	var e struct {
+		Type  string `json:"type"`
 		Error struct {
 			Message string  `json:"message"`
 			Type    string  `json:"type"`
 			Param   *string `json:"param"`
 			Code    *string `json:"code"`
 		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err == nil && e.Type == "error" {
+		// Anthropic's shape: a type and a message, the part named in it.
+		if e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+			t.Errorf("Anthropic error %s", body)
+		}
+		return e.Error.Message, ""
 	}
 	if err := json.Unmarshal(body, &e); err != nil || e.Error.Param == nil || e.Error.Code == nil {
 		t.Fatalf("not OpenAI's error shape with param and code: %s", body)

@@ -38,22 +38,27 @@ func callerID(key string) string {
 	return hex.EncodeToString(sum[:12])
 }
 
-// auth checks the Bearer key when keys are configured, in constant time,
+// auth checks the key when keys are configured (Bearer, else Anthropic's
+// x-api-key header), in constant time,
 // and records the caller's identity for scoping.
 func (s *Server) auth(c *gin.Context) {
 	if len(s.keys) == 0 {
 		return
 	}
-	tok, _ := bearerToken(c.GetHeader("Authorization"))
+	tok, ok := bearerToken(c.GetHeader("Authorization"))
+	if !ok {
+		// Anthropic's clients (Claude Code, its SDKs) send the key so.
+		tok = c.GetHeader("X-Api-Key")
+	}
 	got := []byte(tok)
-	ok, admin := 0, 0
+	valid, admin := 0, 0
 	for _, k := range s.keys {
-		ok |= subtle.ConstantTimeCompare(got, k)
+		valid |= subtle.ConstantTimeCompare(got, k)
 	}
 	for _, k := range s.admins {
 		admin |= subtle.ConstantTimeCompare(got, k)
 	}
-	if ok|admin != 1 {
+	if valid|admin != 1 {
 		s.reject(c, "auth", errUnauthorized)
 		c.Abort()
 		return
@@ -71,7 +76,10 @@ func caller(c *gin.Context) string { return c.GetString("caller") }
 // log line and metric, so that refused requests are counted too.
 func (s *Server) reject(c *gin.Context, why string, err error) {
 	s.fail(c, err)
-	status, _ := statusFor(err)
+	status, obj := statusFor(err)
+	if anthropicPath(c.Request.URL.Path) {
+		status, _ = anthropicStatus(err, status, obj)
+	}
 	s.log.Info("request rejected", "req_id", c.GetString("req_id"), "method", c.Request.Method, "path", c.Request.URL.Path,
 		"status", status, "why", why, "remote", c.Request.RemoteAddr)
 	if s.metrics != nil {
@@ -144,7 +152,7 @@ func (s *Server) browserGuard(c *gin.Context) {
 	h.Set("Access-Control-Expose-Headers", "X-Chain-Trace-Id, X-Chain-Mode, Retry-After")
 	if c.Request.Method == http.MethodOptions {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Chain-Session, X-Chain-Mode, X-Chain-Category, X-Chain-Priority, X-Chain-Render")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Chain-Session, X-Chain-Mode, X-Chain-Category, X-Chain-Priority, X-Chain-Render, X-Api-Key, Anthropic-Version, Anthropic-Beta")
 		h.Set("Access-Control-Max-Age", "600")
 		c.AbortWithStatus(http.StatusNoContent)
 	}

@@ -1,5 +1,6 @@
 // Package web is the HTTP layer: an OpenAI-compatible API
-// (/v1/chat/completions, /v1/responses, /v1/models), Ollama's API (/api/chat,
+// (/v1/chat/completions, /v1/responses, /v1/models), Anthropic's Messages
+// API (/v1/messages, /v1/messages/count_tokens), Ollama's API (/api/chat,
 // /api/generate, /api/tags, /api/show, …), the design's /chat endpoint with its
 // live event stream, health and readiness, metrics, and the embedded cockpit
 // page. It is the only package that imports gin; it turns requests into
@@ -15,7 +16,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -128,6 +128,9 @@ func New(o Options) *Server {
 	api.POST("/v1/chat/completions", s.chatCompletions)
 	api.POST("/v1/responses", s.responses)
 	api.GET("/v1/responses/:id", s.getResponse)
+	// Anthropic's Messages API, for Claude Code and the Anthropic SDKs.
+	api.POST("/v1/messages", s.messages)
+	api.POST("/v1/messages/count_tokens", s.countTokens)
 	api.GET("/v1/models", s.listModels)
 	// Model ids hold slashes (chain/auto): the id is the rest of the path.
 	api.GET("/v1/models/*id", s.getModel)
@@ -221,6 +224,10 @@ func (s *Server) fail(c *gin.Context, err error) {
 		// Ollama's clients read {"error": "…"}; an OpenAI error object
 		// there would reach their users as raw JSON.
 		c.JSON(status, ollamaErrorBody{Error: obj.Message})
+		return
+	}
+	if anthropicPath(c.Request.URL.Path) {
+		c.JSON(anthropicStatus(err, status, obj))
 		return
 	}
 	c.JSON(status, errorBody{Error: obj})
@@ -461,36 +468,70 @@ func traceKey(who, id string) string {
 	return who + "." + id
 }
 
-// modelList renders /v1/models once, the chain models and every node, and
-// the GET /v1/models/{id} body of each.
+// listedModel is one entry of /v1/models, in OpenAI's shape (id, object,
+// created, owned_by) and Anthropic's (type, display_name, created_at) at
+// once: Claude Code and the Anthropic SDKs read the same route.
+type listedModel struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Type        string `json:"type"`
+	DisplayName string `json:"display_name"`
+	CreatedAt   string `json:"created_at"`
+	Lifecycle   string `json:"lifecycle"`
+	// What Anthropic's list says of its own models (capabilities, line,
+	// limits, deprecation), null: a chain's limits are its nodes'.
+	Capabilities   *struct{} `json:"capabilities"`
+	Line           *string   `json:"line"`
+	MaxInputTokens *int      `json:"max_input_tokens"`
+	MaxTokens      *int      `json:"max_tokens"`
+	DeprecatedAt   *string   `json:"deprecated_at"`
+	RetiresAt      *string   `json:"retires_at"`
+	// AliasFor is the model a model_aliases pattern stands for.
+	AliasFor string `json:"alias_for,omitempty"`
+}
+
+func (s *Server) listedModel(id, owner, aliasFor string) listedModel {
+	return listedModel{ID: id, Object: "model", Created: s.started.Unix(), OwnedBy: owner,
+		Type: "model", DisplayName: id, CreatedAt: s.started.Format(time.RFC3339), Lifecycle: "active", AliasFor: aliasFor}
+}
+
+// modelList renders /v1/models once, the chain models, every node, and
+// the model_aliases patterns, and the GET /v1/models/{id} body of each.
 func (s *Server) modelList() ([]byte, map[string][]byte) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	now := time.Now().Unix()
 	list := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
+		Object string        `json:"object"`
+		Data   []listedModel `json:"data"`
+		// Anthropic's paging, of a list that is always whole.
+		HasMore bool   `json:"has_more"`
+		FirstID string `json:"first_id"`
+		LastID  string `json:"last_id"`
 	}{Object: "list"}
 	for _, id := range []string{chain.ModelAuto, chain.ModelSimple, chain.ModelReflexive} {
-		list.Data = append(list.Data, model{id, "model", now, "chainproxy"})
+		list.Data = append(list.Data, s.listedModel(id, "chainproxy", ""))
 	}
 	listed := map[string]bool{}
 	for _, n := range s.cfg.Nodes {
-		list.Data = append(list.Data, model{n.Name, "model", now, n.Provider})
+		list.Data = append(list.Data, s.listedModel(n.Name, n.Provider, ""))
 		listed[n.Name] = true
 	}
 	// A node's model name is accepted as model too (it routes to the first
 	// node serving it), so clients that pick from this list can use it.
 	for _, n := range s.cfg.Nodes {
 		if !listed[n.Model] {
-			list.Data = append(list.Data, model{n.Model, "model", now, n.Provider})
+			list.Data = append(list.Data, s.listedModel(n.Model, n.Provider, ""))
 			listed[n.Model] = true
 		}
 	}
+	// Each model_aliases pattern, with the model it stands for: a client
+	// that lists models sees what names it may use.
+	if s.engine != nil {
+		for _, a := range s.engine.Aliases() {
+			list.Data = append(list.Data, s.listedModel(a[0], "chainproxy", a[1]))
+		}
+	}
+	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
 	b, _ := json.Marshal(list)
 	one := make(map[string][]byte, len(list.Data))
 	for _, m := range list.Data {
@@ -511,7 +552,14 @@ func (s *Server) getModel(c *gin.Context) {
 	}
 	b, ok := s.model[id]
 	if !ok {
-		s.reject(c, "model", fmt.Errorf("%w %q", chain.ErrUnknownModel, id))
+		target, aliased := s.engine.Alias(id)
+		if !aliased {
+			_, err := s.engine.Resolve(id) // the error names the models that exist
+			s.reject(c, "model", err)
+			return
+		}
+		// A name a pattern takes: the client may use it.
+		c.JSON(http.StatusOK, s.listedModel(id, "chainproxy", target))
 		return
 	}
 	c.Data(http.StatusOK, "application/json", b)

@@ -361,6 +361,9 @@ func options(p chain.Params) map[string]any {
 	if p.TopP != nil {
 		opts["top_p"] = *p.TopP
 	}
+	if p.TopK != nil {
+		opts["top_k"] = *p.TopK
+	}
 	if p.MaxTokens != nil {
 		opts["num_predict"] = *p.MaxTokens
 	}

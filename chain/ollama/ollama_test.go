@@ -179,7 +179,7 @@ func TestChatDeliversPiecesAsTheyCome(t *testing.T) {
 }
 
 func TestChatRequestMapping(t *testing.T) {
-	temp, topP, maxTokens, seed := 0.0, 0.9, 64, int64(7)
+	temp, topP, topK, maxTokens, seed := 0.0, 0.9, 40, 64, int64(7)
 	req := &chain.Request{
 		Model: "qwen3:1.7b",
 		Messages: []chain.Message{
@@ -199,7 +199,7 @@ func TestChatRequestMapping(t *testing.T) {
 		}, {
 			Name: "now",
 		}},
-		Params: chain.Params{Temperature: &temp, TopP: &topP, MaxTokens: &maxTokens, Stop: []string{"END"}, Seed: &seed},
+		Params: chain.Params{Temperature: &temp, TopP: &topP, TopK: &topK, MaxTokens: &maxTokens, Stop: []string{"END"}, Seed: &seed},
 	}
 	srv := fakeollama.New(t)
 	if _, err := collect(t.Context(), New(node(srv.URL), nil), req); err != nil {
@@ -238,7 +238,7 @@ func TestChatRequestMapping(t *testing.T) {
 				"parameters": map[string]any{"type": "object", "properties": map[string]any{}},
 			}},
 		},
-		"options": map[string]any{"temperature": 0.0, "top_p": 0.9, "num_predict": 64.0, "stop": []any{"END"}, "seed": 7.0},
+		"options": map[string]any{"temperature": 0.0, "top_p": 0.9, "top_k": 40.0, "num_predict": 64.0, "stop": []any{"END"}, "seed": 7.0},
 	}
 	if diff := cmp.Diff(want, bodies[0]); diff != "" {
 		t.Errorf("upstream request (-want +got):\n%s", diff)

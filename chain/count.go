@@ -1,0 +1,31 @@
+package chain
+
+import (
+	"context"
+
+	"chainproxy/memory"
+)
+
+// CountTokens estimates the prompt tokens of msgs and tools for model, as
+// context fitting does: their characters at the characters-per-token ratio
+// calibrated for the node that would first receive them (the named node;
+// the first stage's for chain/reflexive; the simple node otherwise, since
+// most requests are simple). It reads no upstream: clients ask it before
+// every turn (Anthropic's count_tokens), and an estimate is what fitting
+// itself acts on.
+func (e *Engine) CountTokens(ctx context.Context, model string, msgs []Message, tools []Tool) (int, error) {
+	route, err := e.Resolve(model)
+	if err != nil {
+		return 0, err
+	}
+	node := route.Node
+	switch {
+	case node != "":
+	case route.Mode == ModeReflexive && len(e.cfg.Chain.Stages) > 0:
+		node = e.cfg.Chain.Stages[0].Node
+	default:
+		node = e.cfg.Chain.SimpleNode
+	}
+	chars := memory.Chars(msgs) + toolChars(tools)
+	return memory.Tokens(chars, e.calibration.Ratio(ctx, node)), nil
+}

@@ -1,0 +1,298 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"chainproxy/chain"
+)
+
+// messages serves POST /v1/messages: Anthropic's Messages API in front of
+// the same engine as the other fronts, for Claude Code and the Anthropic
+// SDKs. Query strings (Claude Code's ?beta=true) are accepted and ignored.
+func (s *Server) messages(c *gin.Context) {
+	start := time.Now()
+	traceID := newTraceID()
+	c.Set("req_id", traceID)
+	body, err := s.readBody(c)
+	if err != nil {
+		s.reject(c, "body", err)
+		return
+	}
+	wire, err := decodeMessagesRequest(body)
+	if err == nil {
+		err = checkMessagesLimits(wire, s.cfg.Server.MaxMessages)
+	}
+	if err != nil {
+		s.reject(c, "invalid request", err)
+		return
+	}
+	route, err := s.engine.Resolve(wire.Model)
+	if err != nil {
+		s.reject(c, "model", err)
+		return
+	}
+	req := wire.toRunRequest()
+	req.TraceID = traceID
+	if !route.Relay() {
+		user := ""
+		if wire.Metadata != nil {
+			user = wire.Metadata.UserID // Claude Code puts its session id there
+		}
+		req.Conversation = conversationKey(c, user, req.Messages)
+	}
+	if err := applyHeaders(c, req); err != nil {
+		s.reject(c, "headers", err)
+		return
+	}
+	c.Header("X-Chain-Trace-Id", traceID)
+	if len(wire.dropped) > 0 {
+		c.Header("X-Chain-Dropped-Tools", strings.Join(wire.dropped, ", "))
+	}
+	id := "msg_" + traceID
+	fail := func(err error) { s.fail(c, err) }
+	var (
+		res       *chain.Result
+		traceJSON []byte
+	)
+	if wire.Stream {
+		w := newSSE(c.Writer)
+		enc := &anthropicEncoder{w: w, id: id, model: wire.Model, thinking: wire.thinking}
+		res, traceJSON, err = s.streamRun(c, req, w, enc, fail)
+	} else {
+		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+			stop := stopReason(res.FinishReason)
+			b, err := marshal(&anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: wire.Model,
+				Content: anthropicContent(res, wire.thinking), StopReason: &stop, Usage: anthropicUsageOf(&res.Trace)})
+			return withChain(b, trace), err
+		}, fail)
+	}
+	s.finish(c, "/v1/messages", traceID, start, res, traceJSON, err)
+}
+
+// countTokens serves POST /v1/messages/count_tokens: the prompt's tokens
+// as the proxy estimates them for context fitting, at the ratio calibrated
+// for the node that would receive it.
+func (s *Server) countTokens(c *gin.Context) {
+	start := time.Now()
+	body, err := s.readBody(c)
+	if err != nil {
+		s.reject(c, "body", err)
+		return
+	}
+	wire, err := decodeMessagesRequest(body)
+	if err == nil {
+		err = checkMessagesLimits(wire, s.cfg.Server.MaxMessages)
+	}
+	if err != nil {
+		s.reject(c, "invalid request", err)
+		return
+	}
+	n, err := s.engine.CountTokens(c.Request.Context(), wire.Model, wire.msgs, wire.tools)
+	if err != nil {
+		s.reject(c, "model", err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"input_tokens": n})
+	if s.metrics != nil {
+		// Counted apart from the runs: Claude Code asks before many turns.
+		s.metrics.observeRequest("/v1/messages/count_tokens", "", http.StatusOK, time.Since(start), 0, nil)
+	}
+}
+
+// anthropicEncoder writes a run as the Messages API's typed events:
+// message_start, then each content block (thinking, text, then one
+// tool_use per client tool call) opened with content_block_start, filled
+// with deltas and closed with content_block_stop, then message_delta
+// (stop_reason, usage, and the trace as "chain") and message_stop. Pings
+// keep the stream alive while earlier stages run.
+type anthropicEncoder struct {
+	w         *sseWriter
+	id, model string
+	thinking  bool // the client takes the node's reasoning
+	started   bool
+	wroteText bool // a text block was opened
+	// cur is the open block's type ("thinking" or "text"; "" when none),
+	// at index next-1.
+	cur  string
+	next int
+}
+
+var _ encoder = (*anthropicEncoder)(nil)
+
+// anthropicEvent is any stream event: each type uses some fields.
+type anthropicEvent struct {
+	Type         string             `json:"type"`
+	Message      *anthropicResponse `json:"message,omitempty"`
+	Index        *int               `json:"index,omitempty"`
+	ContentBlock any                `json:"content_block,omitempty"`
+	Delta        any                `json:"delta,omitempty"`
+	Usage        *anthropicUsage    `json:"usage,omitempty"`
+}
+
+// blockDelta is a content_block_delta's delta: text_delta, thinking_delta,
+// signature_delta or input_json_delta.
+type blockDelta struct {
+	Type        string  `json:"type"`
+	Text        *string `json:"text,omitempty"`
+	Thinking    *string `json:"thinking,omitempty"`
+	Signature   *string `json:"signature,omitempty"`
+	PartialJSON *string `json:"partial_json,omitempty"`
+}
+
+// messageDelta is a message_delta's delta.
+type messageDelta struct {
+	StopReason   string    `json:"stop_reason"`
+	StopSequence *string   `json:"stop_sequence"`
+	StopDetails  *struct{} `json:"stop_details"`
+	Container    *struct{} `json:"container"`
+}
+
+func (e *anthropicEncoder) send(ev *anthropicEvent) error {
+	b, err := marshal(ev)
+	if err != nil {
+		return err
+	}
+	return e.w.event(ev.Type, b)
+}
+
+// open starts the response: headers and message_start.
+func (e *anthropicEncoder) open() error {
+	if e.started {
+		return nil
+	}
+	e.started = true
+	e.w.start()
+	return e.send(&anthropicEvent{Type: "message_start", Message: &anthropicResponse{ID: e.id, Type: "message", Role: "assistant",
+		Model: e.model, Content: []any{}}})
+}
+
+// begin opens a content block, closing the one open before.
+func (e *anthropicEncoder) begin(block any, kind string) error {
+	if err := e.closeBlock(); err != nil {
+		return err
+	}
+	e.cur = kind
+	idx := e.next
+	e.next++
+	return e.send(&anthropicEvent{Type: "content_block_start", Index: &idx, ContentBlock: block})
+}
+
+// closeBlock ends the open block, if any; a thinking block gets its
+// signature first, as Anthropic sends it.
+func (e *anthropicEncoder) closeBlock() error {
+	if e.cur == "" {
+		return nil
+	}
+	idx := e.next - 1
+	if e.cur == "thinking" {
+		sig := thinkingSignature
+		if err := e.send(&anthropicEvent{Type: "content_block_delta", Index: &idx, Delta: blockDelta{Type: "signature_delta", Signature: &sig}}); err != nil {
+			return err
+		}
+	}
+	e.cur = ""
+	return e.send(&anthropicEvent{Type: "content_block_stop", Index: &idx})
+}
+
+// delta adds text to a block of kind, opening one when another is open.
+func (e *anthropicEncoder) delta(kind, text string) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	if e.cur != kind {
+		var block any = textBlock{Type: "text"}
+		if kind == "thinking" {
+			block = thinkingBlock{Type: "thinking"}
+		} else {
+			e.wroteText = true
+		}
+		if err := e.begin(block, kind); err != nil {
+			return err
+		}
+	}
+	idx := e.next - 1
+	d := blockDelta{Type: "text_delta", Text: &text}
+	if kind == "thinking" {
+		d = blockDelta{Type: "thinking_delta", Thinking: &text}
+	}
+	return e.send(&anthropicEvent{Type: "content_block_delta", Index: &idx, Delta: d})
+}
+
+func (e *anthropicEncoder) event(ev chain.Event) error {
+	if ev.Kind != chain.EventDelta {
+		return nil
+	}
+	if ev.Reasoning != "" && e.thinking {
+		if err := e.delta("thinking", ev.Reasoning); err != nil {
+			return err
+		}
+	}
+	if ev.Content != "" {
+		return e.delta("text", ev.Content)
+	}
+	return nil
+}
+
+// keepalive sends a ping event, which the SDKs read and skip.
+func (e *anthropicEncoder) keepalive(string) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	return e.w.event("ping", []byte(`{"type":"ping"}`))
+}
+
+func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
+	if err := e.open(); err != nil {
+		return err
+	}
+	if !e.wroteText && len(res.Message.ToolCalls) == 0 {
+		// An answer without text still has its text block, as the whole
+		// message has.
+		if err := e.begin(textBlock{Type: "text"}, "text"); err != nil {
+			return err
+		}
+	}
+	if err := e.closeBlock(); err != nil {
+		return err
+	}
+	for _, call := range res.Message.ToolCalls {
+		if err := e.begin(toolUseBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: json.RawMessage("{}"), Caller: direct}, "tool_use"); err != nil {
+			return err
+		}
+		idx := e.next - 1
+		args := string(callInput(call.Arguments))
+		if err := e.send(&anthropicEvent{Type: "content_block_delta", Index: &idx, Delta: blockDelta{Type: "input_json_delta", PartialJSON: &args}}); err != nil {
+			return err
+		}
+		e.cur = ""
+		if err := e.send(&anthropicEvent{Type: "content_block_stop", Index: &idx}); err != nil {
+			return err
+		}
+	}
+	u := anthropicUsageOf(&res.Trace)
+	b, err := marshal(&anthropicEvent{Type: "message_delta", Delta: messageDelta{StopReason: stopReason(res.FinishReason)}, Usage: &u})
+	if err != nil {
+		return err
+	}
+	e.w.hold = true // one write for the end of the message
+	_ = e.w.event("message_delta", withChain(b, trace))
+	e.w.hold = false
+	return e.w.event("message_stop", []byte(`{"type":"message_stop"}`))
+}
+
+// abort ends the stream with an error event, in Anthropic's shape, with
+// the trace of a failed chain.
+func (e *anthropicEncoder) abort(status int, obj errorObject) {
+	if e.open() != nil {
+		return
+	}
+	_, body := anthropicStatus(nil, status, obj)
+	if b, err := json.Marshal(body); err == nil {
+		_ = e.w.event("error", b)
+	}
+}
