@@ -19,8 +19,7 @@ import (
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
+	traceID := s.begin(c, "/v1/chat/completions")
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)
@@ -149,6 +148,7 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		}
 		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr)
 	}
+	s.endSpan(c, status, tr, err)
 }
 
 // chatEncoder writes a run as OpenAI's chat completion chunk stream: the

@@ -46,9 +46,8 @@ func (s *Server) resolveOllama(name string) (string, chain.Route, error) {
 
 func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
 	path := c.FullPath()
+	traceID := s.begin(c, path)
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)

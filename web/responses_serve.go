@@ -17,8 +17,7 @@ import (
 // the same engine as /v1/chat/completions.
 func (s *Server) responses(c *gin.Context) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
+	traceID := s.begin(c, "/v1/responses")
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)

@@ -72,6 +72,7 @@ func caller(c *gin.Context) string { return c.GetString("caller") }
 func (s *Server) reject(c *gin.Context, why string, err error) {
 	s.fail(c, err)
 	status, _ := statusFor(err)
+	s.endSpan(c, status, nil, err)
 	s.log.Info("request rejected", "req_id", c.GetString("req_id"), "method", c.Request.Method, "path", c.Request.URL.Path,
 		"status", status, "why", why, "remote", c.Request.RemoteAddr)
 	if s.metrics != nil {
