@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -464,4 +465,55 @@ func startWiredStop(t *testing.T, cfgText string) wiredProxy {
 	}}
 	t.Cleanup(p.stop)
 	return p
+}
+
+// TestTelemetryFromTheVariables: with no telemetry section, the standard
+// variables turn the export on and pick its protocol and headers; without
+// an endpoint, or with the SDK disabled, it is off and gives no provider.
+func TestTelemetryFromTheVariables(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		protocol string // receiver's; "" runs none
+		env      map[string]string
+		on       bool
+	}{
+		{name: "no endpoint", env: map[string]string{}},
+		{name: "http by default", protocol: config.ProtocolHTTP, env: map[string]string{"OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer from-env"}, on: true},
+		{name: "grpc", protocol: config.ProtocolGRPC, env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer from-env"}, on: true},
+		{name: "traces protocol wins", protocol: config.ProtocolGRPC, env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_HEADERS": "authorization=Bearer from-env"}, on: true},
+		{name: "sdk disabled", protocol: config.ProtocolHTTP, env: map[string]string{"OTEL_SDK_DISABLED": "true"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER"} {
+				t.Setenv(k, tt.env[k])
+			}
+			var rec *otlpReceiver
+			if tt.protocol != "" {
+				var endpoint string
+				endpoint, rec = startReceiver(t, tt.protocol)
+				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+			}
+			tel, err := startTelemetry(t.Context(), config.Telemetry{}, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tel.provider != nil) != tt.on {
+				t.Fatalf("provider %v, want on = %v", tel.provider, tt.on)
+			}
+			if !tt.on {
+				return
+			}
+			_, span := tel.provider.Tracer("test").Start(t.Context(), "probe")
+			span.End()
+			if err := tel.shutdown(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			got := rec.snapshot()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(got) != 1 || got[0].GetName() != "probe" || len(rec.auth) != 1 || rec.auth[0] != "Bearer from-env" {
+				t.Errorf("received %d spans, Authorization %q; want the probe, with the variables' header", len(got), rec.auth)
+			}
+		})
+	}
 }
