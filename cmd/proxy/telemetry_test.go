@@ -517,3 +517,74 @@ func TestTelemetryFromTheVariables(t *testing.T) {
 		})
 	}
 }
+
+// TestTelemetryEveryFront: each API front starts its request span, with
+// the trace id it answers in X-Chain-Trace-Id; a request refused before
+// the chain runs is a span with an error status and its error code.
+func TestTelemetryEveryFront(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
+	endpoint, rec := startReceiver(t, config.ProtocolGRPC)
+	ol := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"hello"}, PromptEvalCount: 5, EvalCount: 1}
+	})
+	proxy := startWiredStop(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %q, model: small}
+chain:
+  stages: [{node: OL1, max_turns: 1}]
+  simple_node: OL1
+tools: {root: ""}
+telemetry: {endpoint: %q, protocol: grpc}
+`, ol.URL, endpoint))
+	fronts := []struct{ path, body, span string }{
+		{"/v1/chat/completions", `{"model":"chain/simple","messages":[{"role":"user","content":"hi"}]}`, "POST /v1/chat/completions"},
+		{"/v1/responses", `{"model":"chain/simple","input":"hi"}`, "POST /v1/responses"},
+		{"/api/chat", `{"model":"chain/simple","stream":false,"messages":[{"role":"user","content":"hi"}]}`, "POST /api/chat"},
+		{"/api/generate", `{"model":"chain/simple","stream":false,"prompt":"hi"}`, "POST /api/generate"},
+		{"/chat", `{"message":"hi","mode":"simple"}`, "POST /chat"},
+		{"/v1/chat/completions", `{"model":"chain/simple","messages":`, "POST /v1/chat/completions"},
+	}
+	ids := map[string]string{} // trace id → span name
+	var refused string
+	for i, f := range fronts {
+		resp, err := http.Post(proxy.url+f.path, "application/json", strings.NewReader(f.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		id := resp.Header.Get("X-Chain-Trace-Id")
+		if i == len(fronts)-1 {
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("broken body: status %d, want 400", resp.StatusCode)
+			}
+			continue
+		}
+		if resp.StatusCode != http.StatusOK || len(id) != 32 {
+			t.Fatalf("POST %s: status %d, X-Chain-Trace-Id %q", f.path, resp.StatusCode, id)
+		}
+		ids[id] = f.span
+	}
+	proxy.stop()
+	for _, s := range rec.snapshot() {
+		if !strings.HasPrefix(s.GetName(), "POST ") {
+			continue
+		}
+		tid := hex.EncodeToString(s.GetTraceId())
+		if name, ok := ids[tid]; ok {
+			if name != s.GetName() || s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+				t.Errorf("trace %s: span %q status %v, want %q, not an error", tid, s.GetName(), s.GetStatus(), name)
+			}
+			delete(ids, tid)
+			continue
+		}
+		a := attrs(s)
+		if s.GetStatus().GetCode() != tracepb.Status_STATUS_CODE_ERROR || a["http.response.status_code"] != int64(400) || a["error.type"] != "invalid_request" {
+			t.Errorf("span %q status %v attributes %v: want the refused request, an error", s.GetName(), s.GetStatus(), a)
+		}
+		refused = s.GetName()
+	}
+	if len(ids) != 0 || refused == "" {
+		t.Errorf("no request span for %v; refused request's span %q", ids, refused)
+	}
+}
