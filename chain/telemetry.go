@@ -114,36 +114,68 @@ func (r *run) endSpans(ctx context.Context) {
 	}
 }
 
-// tracedSend is send in the model call's span when the stage is traced:
-// the span ("chat {model}", a client span) is the context of the HTTP
-// call, so the node's request carries its traceparent.
+// tracedSend is send in the model call's span when the request is traced:
+// the span is the context of the HTTP call, so the node's request carries
+// its traceparent.
 func (r *run) tracedSend(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
-	if s.span == nil {
+	ctx, span := r.startCall(ctx, s, s.node, "", f.msgs, len(offered))
+	if span == nil {
 		return r.send(ctx, s, offered, f)
-	}
-	ctx, span := s.span.TracerProvider().Tracer(tracerScope).Start(trace.ContextWithSpan(ctx, s.span), "chat "+s.node.Model,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String(attrOperation, "chat"),
-			attribute.String(attrProvider, s.node.Provider),
-			attribute.String(attrRequestModel, s.node.Model),
-			attribute.Int("chain.stage", s.idx),
-			attribute.Int("chain.turn", s.st.Turns),
-			attribute.Int("chain.tools_offered", len(offered)),
-		))
-	if r.e.cfg.Telemetry.CaptureContent {
-		span.SetAttributes(attribute.String(attrInput, r.inputMessages(f.msgs)))
 	}
 	calls := len(s.st.Calls)
 	s.model = ""
 	msg, err := r.send(ctx, s, offered, f)
+	var mc *ModelCall
 	if len(s.st.Calls) > calls {
-		mc := &s.st.Calls[len(s.st.Calls)-1]
-		span.SetAttributes(
-			attribute.Int(attrInputTokens, mc.Usage.PromptTokens),
-			attribute.Int(attrOutputTokens, mc.Usage.CompletionTokens),
-			attribute.Int64("chain.queue_ms", mc.QueueMS),
-		)
+		mc = &s.st.Calls[len(s.st.Calls)-1]
+	}
+	r.endCall(span, mc, s.model, &msg, err)
+	return msg, err
+}
+
+// startCall starts the span of a model call of stage s to node n
+// ("chat {model}", a client span): a child of the stage's span, or of the
+// request's for a call made after the stage ended (the answer of the last
+// stage that worked). kind names a call that is not one of the stage's
+// turns ("summary"). It returns ctx and a nil span when the request is
+// not traced.
+func (r *run) startCall(ctx context.Context, s *stage, n *Node, kind string, sent []Message, offered int) (context.Context, trace.Span) {
+	var parent trace.Span = s.span
+	if parent == nil {
+		if parent = trace.SpanFromContext(ctx); !parent.IsRecording() {
+			return ctx, nil
+		}
+	}
+	ctx, span := parent.TracerProvider().Tracer(tracerScope).Start(trace.ContextWithSpan(ctx, parent), "chat "+n.Model,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String(attrOperation, "chat"),
+			attribute.String(attrProvider, n.Provider),
+			attribute.String(attrRequestModel, n.Model),
+			attribute.String("chain.node", n.Name),
+			attribute.Int("chain.stage", s.idx),
+			attribute.Int("chain.turn", s.st.Turns),
+			attribute.Int("chain.tools_offered", offered),
+		))
+	if kind != "" {
+		span.SetAttributes(attribute.String("chain.call.kind", kind))
+	}
+	if r.e.cfg.Telemetry.CaptureContent {
+		span.SetAttributes(attribute.String(attrInput, r.inputMessages(sent)))
+	}
+	return ctx, span
+}
+
+// endCall ends a model call's span with what the call reported (mc, nil
+// when it failed before it was made: no slot), the model the upstream
+// said answered, and its answer.
+func (r *run) endCall(span trace.Span, mc *ModelCall, model string, out *Message, err error) {
+	if mc != nil {
+		span.SetAttributes(attribute.Int64("chain.queue_ms", mc.QueueMS))
+		if mc.Usage != (Usage{}) {
+			// Only what the upstream reported: none is not zero tokens.
+			span.SetAttributes(attribute.Int(attrInputTokens, mc.Usage.PromptTokens), attribute.Int(attrOutputTokens, mc.Usage.CompletionTokens))
+		}
 		if mc.FinishReason != "" {
 			span.SetAttributes(attribute.StringSlice(attrFinish, []string{mc.FinishReason}))
 		}
@@ -151,17 +183,20 @@ func (r *run) tracedSend(ctx context.Context, s *stage, offered []Tool, f fitted
 			span.SetAttributes(attribute.String("chain.cut", mc.Cut))
 		}
 	}
-	if s.model != "" {
-		span.SetAttributes(attribute.String(attrResponseModel, s.model))
+	if model != "" {
+		span.SetAttributes(attribute.String(attrResponseModel, model))
 	}
 	if err != nil {
 		span.SetAttributes(attribute.String(attrErrorType, callErrorType(err)))
 		span.SetStatus(codes.Error, r.e.redact.String(err.Error()))
 	} else if r.e.cfg.Telemetry.CaptureContent {
-		span.SetAttributes(attribute.String(attrOutput, r.outputMessages(msg, s.st.FinishReason)))
+		finish := ""
+		if mc != nil {
+			finish = mc.FinishReason
+		}
+		span.SetAttributes(attribute.String(attrOutput, r.outputMessages(*out, finish)))
 	}
 	span.End()
-	return msg, err
 }
 
 // callErrorType is the error.type of a failed model call: the upstream
