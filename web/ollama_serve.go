@@ -73,6 +73,7 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 		// (ollama run) send this to warm a model up. Nothing to load here.
 		c.JSON(http.StatusOK, ollamaChatChunk{Model: name, CreatedAt: time.Now().UTC(), Response: ptrIf(generate, ""),
 			Message: ptrIf(!generate, ollamaMessage{Role: "assistant"}), Done: true, DoneReason: "load"})
+		s.endSpan(c, http.StatusOK, nil, nil)
 		return
 	}
 	req := wire.toRunRequest()
