@@ -16,8 +16,8 @@ import (
 // layer starts it when telemetry is on): a span per stage, under it one per
 // model call and one per tool call, named and attributed after the GenAI
 // semantic conventions, with the chain's own attributes under "chain.".
-// A request without a recording span costs one context lookup per stage:
-// nothing is built for spans nobody exports.
+// A request without a recording span costs a context lookup per stage and
+// per model call: nothing is built for spans nobody exports.
 
 // tracerScope names the chain's spans in an exported trace.
 const tracerScope = "chainproxy/chain"
