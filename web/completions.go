@@ -52,6 +52,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		render = config.RenderDetails
 	}
 	c.Header("X-Chain-Trace-Id", traceID)
+	objID := s.objectID(c, traceID)
 	fail := func(err error) { s.fail(c, err) }
 	var (
 		res       *chain.Result
@@ -59,7 +60,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	)
 	if wire.Stream {
 		w := newSSE(c.Writer)
-		res, traceJSON, err = s.streamRun(c, req, w, newChatEncoder(w, wire, req.TraceID, render), fail)
+		res, traceJSON, err = s.streamRun(c, req, w, newChatEncoder(w, wire, objID, render), fail)
 	} else {
 		var emit func(chain.Event) error
 		var head strings.Builder
@@ -73,7 +74,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			if render == config.RenderDetails {
 				content = head.String() + content
 			}
-			b, err := marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+			b, err := marshal(toResponse(completionID(objID), wire.Model, start.Unix(), res, content))
 			return withChain(b, trace), err
 		}, fail)
 	}
@@ -169,8 +170,8 @@ type chatEncoder struct {
 
 var _ encoder = (*chatEncoder)(nil)
 
-func newChatEncoder(w *sseWriter, wire *chatRequest, traceID, render string) *chatEncoder {
-	e := &chatEncoder{w: w, id: completionID(traceID), model: wire.Model, created: time.Now().Unix(),
+func newChatEncoder(w *sseWriter, wire *chatRequest, objID, render string) *chatEncoder {
+	e := &chatEncoder{w: w, id: completionID(objID), model: wire.Model, created: time.Now().Unix(),
 		includeUsage: wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage}
 	if render == config.RenderDetails {
 		e.details = newDetailsRenderer()

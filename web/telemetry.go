@@ -39,6 +39,18 @@ func (s *Server) begin(c *gin.Context, route string) string {
 	return id
 }
 
+// objectID is the base of the ids a request's answer names (chatcmpl-…,
+// resp_… and its items): the trace id, unless it is a client's, which
+// several requests may share (an agent's run sends one traceparent with
+// all its calls); then the request span's id follows it, so that every
+// answer's ids stay its own and previous_response_id finds the right one.
+func (s *Server) objectID(c *gin.Context, traceID string) string {
+	if _, ok := c.Request.Header["Traceparent"]; !ok || s.tracer == nil {
+		return traceID
+	}
+	return traceID + "_" + trace.SpanContextFromContext(c.Request.Context()).SpanID().String()
+}
+
 // endSpan ends the request's span, if begin started one, with how the
 // request ended: the HTTP status, the chain's attributes when it ran (tr),
 // and an error status when it failed.

@@ -629,3 +629,53 @@ telemetry: {endpoint: %q}
 		}
 	}
 }
+
+// TestTelemetrySharedClientTrace: two Responses requests sent under one
+// client trace share the chain's trace id, yet each response keeps ids of
+// its own, and each is found again by its id.
+func TestTelemetrySharedClientTrace(t *testing.T) {
+	endpoint, _ := startReceiver(t, config.ProtocolHTTP)
+	ol := fakeollama.NewFunc(t, func(call int, _ *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{fmt.Sprintf("answer %d", call)}}
+	})
+	proxy := startWiredStop(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %q, model: small}
+chain:
+  stages: [{node: OL1, max_turns: 1}]
+  simple_node: OL1
+tools: {root: ""}
+telemetry: {endpoint: %q}
+`, ol.URL, endpoint))
+	var ids []string
+	for _, input := range []string{"first", "second"} {
+		req, _ := http.NewRequest(http.MethodPost, proxy.url+"/v1/responses", strings.NewReader(`{"model":"chain/simple","store":true,"input":"`+input+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Traceparent", clientTP)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj struct{ ID string }
+		err = json.NewDecoder(resp.Body).Decode(&obj)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("X-Chain-Trace-Id") != clientTID {
+			t.Fatalf("POST /v1/responses: status %d, trace id %q, %v", resp.StatusCode, resp.Header.Get("X-Chain-Trace-Id"), err)
+		}
+		ids = append(ids, obj.ID)
+	}
+	if ids[0] == ids[1] || !strings.HasPrefix(ids[0], "resp_"+clientTID+"_") {
+		t.Fatalf("response ids %q: want two of their own under the client's trace id", ids)
+	}
+	for i, id := range ids {
+		resp, err := http.Get(proxy.url + "/v1/responses/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), fmt.Sprintf("answer %d", i)) {
+			t.Errorf("GET %s: status %d, %s; want response %d", id, resp.StatusCode, body, i)
+		}
+	}
+}
