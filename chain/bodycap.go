@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // MaxBodyBytes caps the body of a node's answer to anything but a chat
@@ -15,10 +18,19 @@ const MaxBodyBytes = 32 << 20
 
 // boundedTransport fails a non-chat answer's body past MaxBodyBytes. Chat
 // answers stream and are bounded where they are read: each line or event,
-// and the call's output (see Node.chat).
+// and the call's output (see Node.chat). It also sends the traceparent of
+// a traced call.
 type boundedTransport struct{ base http.RoundTripper }
 
 func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+		// A traced call (its model call span is in the context): the
+		// node, or a gateway in front of it, continues the trace. A
+		// RoundTripper must not change the caller's request: a copy
+		// carries the header.
+		r = r.Clone(r.Context())
+		propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
+	}
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || isChatPath(r.URL.Path) {
 		return resp, err

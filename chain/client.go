@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"chainproxy/antiloop"
 	"chainproxy/tools"
@@ -119,6 +120,15 @@ func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistor
 			keep = append(keep, c)
 		case j.Status == ToolBlocked:
 			looping = append(looping, loopCall{call: c, ids: j.Earlier})
+		}
+		if s.span != nil {
+			// The client runs what passes: its span is the hand-over.
+			tu, now := u, time.Now()
+			tu.Client = true
+			if tu.Status == ToolOK {
+				tu.Status = ToolClient
+			}
+			r.toolSpan(s, c.ID, &tu, now, now)
 		}
 		s.st.ToolsUsed = append(s.st.ToolsUsed, u)
 	}

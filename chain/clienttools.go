@@ -205,6 +205,10 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 			s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: u.Result})
 		}
 		s.st.ToolsUsed = append(s.st.ToolsUsed, u)
+		if s.span != nil {
+			now := time.Now()
+			r.toolSpan(s, c.ID, &u, now, now)
+		}
 		tu := u
 		if err := r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &tu}); err != nil {
 			return err
@@ -265,6 +269,9 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		u.Result = tools.Truncate(res, cfg.TraceResultBytes)
 		s.msgs = append(s.msgs, Message{Role: "tool", ToolCallID: p.ID, Name: p.Name, Content: model})
 		s.evidence = append(s.evidence, evidence{name: p.Name, args: string(u.Args), status: u.Status, result: model})
+		if s.span != nil {
+			r.toolSpan(s, p.ID, u, r.t0.Add(time.Duration(u.StartMS)*time.Millisecond), time.Now())
+		}
 		tu := *u
 		if err := r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &tu}); err != nil {
 			return err
@@ -307,6 +314,7 @@ func (r *run) awaitingResult(ctx context.Context, s *stage, done []*stage, cfgId
 	s.st.Status = StageAwaitingClient
 	s.st.DurationMS = time.Since(s.started).Milliseconds()
 	r.trace.Stages[s.idx] = s.st
+	r.endStageSpan(s)
 	st := s.st
 	if err := r.emit(Event{Kind: EventStageEnd, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, StageTrace: &st}); err != nil {
 		return nil, err

@@ -294,6 +294,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		r.emit = func(Event) error { return nil }
 	}
 	r.emit = e.watched(req, r.emit)
+	defer r.endSpans(ctx)
 	var note string
 	if !route.Relay() {
 		var st *resumeState

@@ -343,7 +343,8 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 	// that rambles stops there.
 	maxTokens := min(summarizerReserve, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
 	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow})
-	err := n.chat(ctx, req, func(c Chunk) error {
+	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
+	err := n.chat(cctx, req, func(c Chunk) error {
 		text.WriteString(c.Content)
 		if c.Usage != nil {
 			usage = c.Usage
@@ -374,6 +375,9 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 		r.e.calibration.Observe(ctx, n.Name, memory.Chars(prompt), usage.PromptTokens)
 	}
 	s.st.Calls = append(s.st.Calls, mc)
+	if span != nil {
+		r.endCall(span, &mc, "", &Message{Role: "assistant", Content: text.String()}, err)
+	}
 	if err != nil {
 		return "", err
 	}

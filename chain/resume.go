@@ -247,6 +247,7 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	if s.cfg.tools {
 		s.tools = r.stageTools()
 	}
+	r.stageSpan(ctx, s, true)
 	r.trace.Reasons = append(r.trace.Reasons, "resumed in stage "+s.node.Name+" with the client's tool results")
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"chainproxy/antiloop"
 )
 
@@ -50,6 +52,9 @@ type run struct {
 	// ctxErr is the first stage skipped for a prompt too long for its
 	// node: the client's error when no stage could answer.
 	ctxErr error
+	// spanned are the stages whose spans were started, to end those a
+	// failed run leaves open (telemetry.go).
+	spanned []*stage
 }
 
 // logger is the engine's logger with the run's trace id. It is made on the
@@ -99,6 +104,11 @@ type stage struct {
 	// what the stage knows of each client call identity (clienttools.go).
 	awaiting  []pendingCall
 	clientRes map[uint64]clientSeen
+	// span is the stage's exported span, nil unless the request is
+	// traced (telemetry.go); model is the model the last call's upstream
+	// said answered, for its span.
+	span  trace.Span
+	model string
 }
 
 type stageConfig struct {
@@ -178,7 +188,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			s.allowed = max(s.allowed, 1)
 			s.msgs = r.partsFor(ctx, s, r.stageMessages(s, done, i, len(stages)))
 			s.base = len(s.msgs)
-			if err := r.startStage(s); err != nil {
+			if err := r.startStage(ctx, s); err != nil {
 				return nil, err
 			}
 			if cause, ok := r.e.offline.lookup(node.Name); ok {
@@ -288,7 +298,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 	}
 	s.msgs = r.partsFor(ctx, s, s.msgs)
 	s.base = len(s.msgs)
-	if err := r.startStage(s); err != nil {
+	if err := r.startStage(ctx, s); err != nil {
 		return nil, err
 	}
 	var msg *Message
@@ -331,10 +341,11 @@ func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
 	}
 }
 
-func (r *run) startStage(s *stage) error {
+func (r *run) startStage(ctx context.Context, s *stage) error {
 	if s.cfg.tools {
 		s.tools = r.stageTools()
 	}
+	r.stageSpan(ctx, s, false)
 	r.trace.Stages = append(r.trace.Stages, s.st)
 	return r.emit(Event{Kind: EventStageStart, Stage: s.idx, Node: s.node.Name, Model: s.node.Model, MaxTurns: s.allowed, Tools: len(s.tools) > 0})
 }
@@ -347,6 +358,7 @@ func (r *run) endStage(s *stage) error {
 	s.st.Output, s.st.Reasoning = s.output(), s.reason
 	s.st.DurationMS = time.Since(s.started).Milliseconds()
 	r.trace.Stages[s.idx] = s.st
+	r.endStageSpan(s)
 	st := s.st
 	if r.e.log.Enabled(context.Background(), slog.LevelDebug) {
 		r.logger().Debug("stage end", "stage", s.idx, "node", s.node.Name, "status", st.Status, "turns", st.Turns, "dur_ms", st.DurationMS)
@@ -490,7 +502,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	if err != nil {
 		return Message{}, err
 	}
-	msg, err := r.send(ctx, s, offered, f)
+	msg, err := r.tracedSend(ctx, s, offered, f)
 	if err == nil && r.e.windows.firstCall(s.node.Name) {
 		// The model is loaded now: what window does it run with?
 		r.e.learnWindow(ctx, s.node)
@@ -507,7 +519,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		if ct := s.st.Context; ct != nil {
 			ct.Actions = append(ct.Actions, ContextAction{Action: "refit", FromTurn: s.st.Turns, ToTurn: s.st.Turns, Detail: "the node refused the prompt: " + detail})
 		}
-		msg, err = r.send(ctx, s, offered, f)
+		msg, err = r.tracedSend(ctx, s, offered, f)
 	}
 	if detail, over := contextOverflow(err); over {
 		return Message{}, &ContextLengthError{Node: s.node.Name, Window: r.e.Window(s.node), Upstream: detail}
@@ -570,6 +582,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
 				cs.finish, cs.cut = c.FinishReason, c.Cut
+				s.model = c.Model
 			}
 			// Most chunks carry content only: skipping the empty fields
 			// spares a write barrier each while the GC runs.

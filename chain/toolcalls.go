@@ -37,6 +37,9 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 		u.Result = tools.Truncate(u.Result, cfg.Tools.TraceResultBytes)
 		out = append(out, Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: model})
 		s.st.ToolsUsed = append(s.st.ToolsUsed, *u)
+		if s.span != nil {
+			r.toolSpan(s, c.ID, u, start, time.Now())
+		}
 		s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: model})
 		tu := *u
 		if err := r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &tu}); err != nil {

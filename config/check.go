@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"reflect"
 	"regexp"
@@ -354,6 +355,31 @@ func (c *Config) validateAliases(nodes map[string]bool, bad func(path, format st
 		}
 		if !models[target] && !nodes[target] {
 			bad("model_aliases", "%q: unknown model %q (want chain/auto, chain/simple, chain/reflexive, a node's name or its model)", pattern, target)
+		}
+	}
+}
+
+// checkTelemetry validates the telemetry section: the endpoints are http or
+// https URLs and the protocol one the exporters speak. Empty keys are
+// left to the OTEL_EXPORTER_OTLP_* variables.
+func checkTelemetry(bad func(path, format string, args ...any), t Telemetry) {
+	for _, e := range []struct{ path, url string }{{"telemetry.endpoint", t.Endpoint}, {"telemetry.traces_endpoint", t.TracesEndpoint}} {
+		if e.url == "" {
+			continue
+		}
+		if u, err := url.Parse(e.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(e.path, "want an http:// or https:// URL, got %q", redactURL(e.url))
+		}
+	}
+	if p := t.Protocol; p != "" && p != ProtocolHTTP && p != ProtocolGRPC {
+		bad("telemetry.protocol", "want %q or %q, got %q", ProtocolHTTP, ProtocolGRPC, p)
+	}
+	if t.Timeout < 0 {
+		bad("telemetry.timeout", "must not be negative, got %s", t.Timeout)
+	}
+	for k := range t.Headers {
+		if k == "" || strings.ContainsAny(k, " :\r\n") {
+			bad("telemetry.headers", "%q is not a header name", k)
 		}
 	}
 }

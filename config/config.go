@@ -46,6 +46,8 @@ type Config struct {
 	// model they stand for: a chain model, a node or a node's model. Agent
 	// clients ask for their own model names (Claude Code's claude-*).
 	ModelAliases map[string]string `yaml:"model_aliases" json:"model_aliases,omitempty"`
+	// Telemetry exports the chain's spans over OTLP (docs/telemetry.md).
+	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
@@ -353,6 +355,40 @@ type Store struct {
 	// RedisURL, when set, shares state between replicas through Redis.
 	RedisURL string `yaml:"redis_url" json:"redis_url"`
 }
+
+// Telemetry configures the OpenTelemetry trace export. Every key left
+// empty falls back to the standard OTEL_EXPORTER_OTLP_* variables; with no
+// endpoint in either, nothing is exported and tracing costs nothing.
+type Telemetry struct {
+	// Endpoint is the collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT:
+	// http://host:4318 for http/protobuf (/v1/traces is appended to its
+	// path), http://host:4317 for grpc. https means TLS.
+	Endpoint string `yaml:"endpoint" json:"endpoint"`
+	// TracesEndpoint, as OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, is the full
+	// URL spans go to, used as it is; it wins over Endpoint.
+	TracesEndpoint string `yaml:"traces_endpoint" json:"traces_endpoint"`
+	// Protocol is "http/protobuf" or "grpc" (OTEL_EXPORTER_OTLP_PROTOCOL's
+	// values); empty: the variables', else http/protobuf.
+	Protocol string `yaml:"protocol" json:"protocol"`
+	// Headers go with every export (an Authorization for a hosted
+	// backend): they are secrets, masked in logs and answers.
+	Headers map[string]string `yaml:"headers" json:"headers"`
+	// Timeout bounds one export; zero: the variables', else 10s.
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// ServiceName is the resource's service.name; empty: OTEL_SERVICE_NAME,
+	// else "chainproxy".
+	ServiceName string `yaml:"service_name" json:"service_name"`
+	// CaptureContent exports prompts, answers, tool arguments and results
+	// (gen_ai.input.messages, gen_ai.output.messages, …), redacted; off,
+	// spans carry only names, sizes, tokens and statuses.
+	CaptureContent bool `yaml:"capture_content" json:"capture_content"`
+}
+
+// Telemetry protocols, as OTEL_EXPORTER_OTLP_PROTOCOL names them.
+const (
+	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
+)
 
 // Default returns the configuration used for every key a file leaves out:
 // a local Ollama serving OL1 and M1, an OpenAI-compatible M2.
@@ -831,6 +867,7 @@ func (c *Config) Validate() error {
 	if c.Antiloop.MaxPolls <= 0 {
 		bad("antiloop.max_polls", "must be positive, got %d", c.Antiloop.MaxPolls)
 	}
+	checkTelemetry(bad, c.Telemetry)
 	if u := c.Store.RedisURL; u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "unix://") {
 		bad("store.redis_url", "want a redis:// URL, got %q", u)
 	}
@@ -857,6 +894,8 @@ func (c *Config) Redacted() *Config {
 	if c.Store.RedisURL != "" {
 		r.Store.RedisURL = redactURL(c.Store.RedisURL)
 	}
+	r.Telemetry.Headers = maskValues(c.Telemetry.Headers)
+	r.Telemetry.Endpoint, r.Telemetry.TracesEndpoint = redactURL(c.Telemetry.Endpoint), redactURL(c.Telemetry.TracesEndpoint)
 	r.Tools.HTTP = slices.Clone(c.Tools.HTTP)
 	for i := range r.Tools.HTTP {
 		r.Tools.HTTP[i].Headers = maskValues(r.Tools.HTTP[i].Headers)

@@ -129,6 +129,9 @@ func TestValidationErrors(t *testing.T) {
 		{"negative tools budget", "tools:\n  max_calls_per_turn: 0\n", `config: tools.max_calls_per_turn: must be positive, got 0`},
 		{"no polls", "antiloop:\n  max_polls: 0\n", `config: antiloop.max_polls: must be positive, got 0`},
 		{"missing simple node", "chain:\n  simple_node: X\n", `config: chain.simple_node: unknown node "X"`},
+		{"bad telemetry endpoint", "telemetry:\n  endpoint: localhost:4317\n", `config: telemetry.endpoint: want an http:// or https:// URL`},
+		{"bad telemetry protocol", "telemetry:\n  protocol: http/json\n", `config: telemetry.protocol: want "http/protobuf" or "grpc", got "http/json"`},
+		{"negative telemetry timeout", "telemetry:\n  timeout: -1s\n", `config: telemetry.timeout: must not be negative`},
 		{"bad redis url", "store:\n  redis_url: localhost:6379\n", `config: store.redis_url: want a redis:// URL`},
 		{"bad keep_alive", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, keep_alive: soon}\n  - {name: M1, provider: mock, mock: {}}\n  - {name: M2, provider: mock, mock: {}}\n",
 			`config: nodes[0].keep_alive: keep_alive "soon": want a duration (5m), seconds (300), -1 (for ever) or 0 (unload after use)`},
@@ -214,6 +217,10 @@ func TestRedacted(t *testing.T) {
 	r := cfg.Redacted()
 	if r.Server.APIKeys[0] != "***" || r.Server.AdminKeys[0] != "***" || strings.Contains(r.Store.RedisURL, "pw") || cfg.Server.APIKeys[0] != "k1" || cfg.Server.AdminKeys[0] != "boss" {
 		t.Errorf("redacted = %+v %+v %q", r.Server.APIKeys, r.Server.AdminKeys, r.Store.RedisURL)
+	}
+	tel, _ := Parse([]byte("telemetry:\n  endpoint: https://u:otel-pw@collector:4318\n  headers: {Authorization: Basic abc}\n"))
+	if rt := tel.Redacted().Telemetry; rt.Headers["Authorization"] != "***" || strings.Contains(rt.Endpoint, "otel-pw") || tel.Telemetry.Headers["Authorization"] != "Basic abc" {
+		t.Errorf("redacted telemetry = %+v", rt)
 	}
 	if got := r.Tools.HTTP[0].Headers["X-Api-Key"]; got != "***" || cfg.Tools.HTTP[0].Headers["X-Api-Key"] != "tool-key" {
 		t.Errorf("redacted tools.http[0].headers = %q (original %q), want *** (tool-key)", got, cfg.Tools.HTTP[0].Headers["X-Api-Key"])

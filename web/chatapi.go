@@ -47,8 +47,7 @@ func toChatResponse(traceID string, res *chain.Result) *chatResponseBody {
 // in, the reply with its chain out; as a live event stream when asked.
 func (s *Server) chat(c *gin.Context) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
+	traceID := s.begin(c, "/chat")
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "invalid request", err)

@@ -19,8 +19,7 @@ import (
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
+	traceID := s.begin(c, "/v1/chat/completions")
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)
@@ -53,6 +52,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		render = config.RenderDetails
 	}
 	c.Header("X-Chain-Trace-Id", traceID)
+	objID := s.objectID(c, traceID)
 	fail := func(err error) { s.fail(c, err) }
 	var (
 		res       *chain.Result
@@ -60,7 +60,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	)
 	if wire.Stream {
 		w := newSSE(c.Writer)
-		res, traceJSON, err = s.streamRun(c, req, w, newChatEncoder(w, wire, req.TraceID, render), fail)
+		res, traceJSON, err = s.streamRun(c, req, w, newChatEncoder(w, wire, objID, render), fail)
 	} else {
 		var emit func(chain.Event) error
 		var head strings.Builder
@@ -74,7 +74,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			if render == config.RenderDetails {
 				content = head.String() + content
 			}
-			b, err := marshal(toResponse(completionID(traceID), wire.Model, start.Unix(), res, content))
+			b, err := marshal(toResponse(completionID(objID), wire.Model, start.Unix(), res, content))
 			return withChain(b, trace), err
 		}, fail)
 	}
@@ -149,6 +149,7 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		}
 		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr)
 	}
+	s.endSpan(c, status, tr, err)
 }
 
 // chatEncoder writes a run as OpenAI's chat completion chunk stream: the
@@ -169,8 +170,8 @@ type chatEncoder struct {
 
 var _ encoder = (*chatEncoder)(nil)
 
-func newChatEncoder(w *sseWriter, wire *chatRequest, traceID, render string) *chatEncoder {
-	e := &chatEncoder{w: w, id: completionID(traceID), model: wire.Model, created: time.Now().Unix(),
+func newChatEncoder(w *sseWriter, wire *chatRequest, objID, render string) *chatEncoder {
+	e := &chatEncoder{w: w, id: completionID(objID), model: wire.Model, created: time.Now().Unix(),
 		includeUsage: wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage}
 	if render == config.RenderDetails {
 		e.details = newDetailsRenderer()

@@ -47,9 +47,8 @@ func (s *Server) resolveOllama(name string) (string, chain.Route, error) {
 
 func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
 	path := c.FullPath()
+	traceID := s.begin(c, path)
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)
@@ -75,6 +74,7 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 		// (ollama run) send this to warm a model up. Nothing to load here.
 		c.JSON(http.StatusOK, ollamaChatChunk{Model: name, CreatedAt: time.Now().UTC(), Response: ptrIf(generate, ""),
 			Message: ptrIf(!generate, ollamaMessage{Role: "assistant"}), Done: true, DoneReason: "load"})
+		s.endSpan(c, http.StatusOK, nil, nil)
 		return
 	}
 	req := wire.toRunRequest()

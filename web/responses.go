@@ -418,8 +418,9 @@ func newOutputText(text string) outputText {
 	return outputText{Type: "output_text", Text: text, Annotations: []struct{}{}, Logprobs: []struct{}{}}
 }
 
-// responseID is the proxy's id for the response of trace traceID.
-func responseID(traceID string) string { return "resp_" + traceID }
+// responseID is the proxy's id for the response of the request whose
+// Server.objectID is objID.
+func responseID(objID string) string { return "resp_" + objID }
 
 // newResponseObject is the response to req in progress: no output yet.
 func newResponseObject(id string, created int64, req *responsesRequest) *responseObject {
@@ -468,8 +469,8 @@ func (o *responseObject) complete(res *chain.Result, completedAt int64, output [
 }
 
 // outputItems are res's output: the reasoning, the message, then each
-// function call. Item ids are the trace id and the output index, as the
-// stream's are.
+// function call. Item ids are the request's objectID and the output
+// index, as the stream's are.
 func outputItems(traceID string, res *chain.Result) []any {
 	out := []any{}
 	if res.Message.Reasoning != "" {

@@ -17,8 +17,7 @@ import (
 // the same engine as /v1/chat/completions.
 func (s *Server) responses(c *gin.Context) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
+	traceID := s.begin(c, "/v1/responses")
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)
@@ -61,7 +60,8 @@ func (s *Server) responses(c *gin.Context) {
 	if len(wire.dropped) > 0 {
 		c.Header("X-Chain-Dropped-Tools", strings.Join(wire.dropped, ", "))
 	}
-	obj := newResponseObject(responseID(traceID), start.Unix(), wire)
+	objID := s.objectID(c, traceID)
+	obj := newResponseObject(responseID(objID), start.Unix(), wire)
 	if obj.Store && s.traces == nil {
 		obj.Store = false // nowhere to keep it
 	}
@@ -82,11 +82,11 @@ func (s *Server) responses(c *gin.Context) {
 	)
 	if wire.Stream {
 		w := newSSE(c.Writer)
-		enc := &responsesEncoder{w: w, obj: obj, traceID: traceID, keep: keep}
+		enc := &responsesEncoder{w: w, obj: obj, objID: objID, keep: keep}
 		res, traceJSON, err = s.streamRun(c, req, w, enc, fail)
 	} else {
 		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
-			obj.complete(res, time.Now().Unix(), outputItems(traceID, res))
+			obj.complete(res, time.Now().Unix(), outputItems(objID, res))
 			b, err := marshal(obj)
 			if err != nil {
 				return nil, err
@@ -175,11 +175,11 @@ func (s *Server) getResponse(c *gin.Context) {
 // with deltas and closed, then response.completed carrying the trace. Each
 // event has the next sequence_number.
 type responsesEncoder struct {
-	w       *sseWriter
-	obj     *responseObject
-	traceID string
-	seq     int
-	opened  bool
+	w      *sseWriter
+	obj    *responseObject
+	objID  string // the base of its item ids (Server.objectID)
+	seq    int
+	opened bool
 	// cur is the open item's kind ("reasoning" or "message"; "" when
 	// none), at output index len(output)-1; text is its text so far.
 	cur    string
@@ -253,7 +253,7 @@ func (e *responsesEncoder) open() error {
 }
 
 func (e *responsesEncoder) itemID(kind string) string {
-	return kind + "_" + e.traceID + "_" + itoa(len(e.output))
+	return kind + "_" + e.objID + "_" + itoa(len(e.output))
 }
 
 // begin opens an output item of kind, closing the one open before.

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/chain"
 	"chainproxy/config"
@@ -59,6 +60,9 @@ type Options struct {
 	// Redactor masks the configured secrets in error answers and
 	// /readyz; when it knows none, one is built from Config.
 	Redactor redact.Redactor
+	// Tracing, when set (telemetry on), starts a span per request and
+	// makes its trace id the chain's; nil costs nothing.
+	Tracing trace.TracerProvider
 }
 
 // Server serves the proxy's HTTP API.
@@ -88,6 +92,8 @@ type Server struct {
 	// started is when the server was built: the modified time Ollama's
 	// model listings show.
 	started time.Time
+	// tracer starts the request spans; nil when telemetry is off.
+	tracer trace.Tracer
 }
 
 // New builds the server's handler tree.
@@ -106,6 +112,9 @@ func New(o Options) *Server {
 		s.admins = append(s.admins, []byte(k))
 	}
 	s.hub = newTraceHub()
+	if o.Tracing != nil {
+		s.tracer = o.Tracing.Tracer(tracerScope)
+	}
 	if o.Engine != nil {
 		o.Engine.SetWatcher(s.hub)
 	}
@@ -262,8 +271,11 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
+// newTraceID makes a chain trace id of W3C's form (32 lowercase hex, 16
+// random bytes), so that it is also the id of the request's exported
+// trace when telemetry is on (see begin).
 func newTraceID() string {
-	var b [12]byte
+	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }

@@ -116,6 +116,12 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it := h.items[req.TraceID]
+	if it != nil && it.sum.Status != traceRunning && ev.Kind == chain.EventClassified {
+		// A new request under an ended chain's id: the client sent the
+		// traceparent of one trace with several requests (an agent's
+		// run, a tool round trip). The list shows the latest.
+		it = nil
+	}
 	if it == nil {
 		if ev.Kind != chain.EventClassified {
 			return
@@ -169,8 +175,12 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 	h.publish(it)
 }
 
-// add lists a new chain; h.mu is held.
+// add lists a new chain, in place of one listed under the same id; h.mu
+// is held.
 func (h *traceHub) add(id, owner, question, client string) *listedTrace {
+	if h.items[id] != nil {
+		h.order = slices.DeleteFunc(h.order, func(o string) bool { return o == id })
+	}
 	now := h.now()
 	it := &listedTrace{owner: owner, start: now, partial: &chain.Trace{Stages: []chain.StageTrace{}}}
 	it.sum = traceSummary{TraceID: id, Started: now.UnixMilli(), Question: question, Status: traceRunning, Client: client, Stages: []stageBadge{}}

@@ -293,6 +293,24 @@ func TestTraceHubKeepsTheLast(t *testing.T) {
 	}
 }
 
+// TestTraceHubRelistsAnEndedID: a request under the id of a chain that
+// ended (a client's traceparent shared by several requests) is listed in
+// its place, live, once.
+func TestTraceHubRelistsAnEndedID(t *testing.T) {
+	h := newTraceHub()
+	first := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "first"}}}
+	h.Watch(first, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
+	h.Watch(&chain.RunRequest{TraceID: "other"}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
+	h.end("", "t1", &chain.Trace{Mode: "simple", Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil)
+	second := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "second"}}}
+	h.Watch(second, chain.Event{Kind: chain.EventClassified, Mode: "reflexive"})
+	h.Watch(second, chain.Event{Kind: chain.EventStageStart, Stage: 0, Node: "OL1"})
+	got := h.list("", false)
+	if len(got) != 2 || got[1].TraceID != "t1" || got[1].Question != "second" || got[1].Status != traceRunning || len(got[1].Stages) != 1 {
+		t.Errorf("list = %+v, want other, then t1 running its second request", got)
+	}
+}
+
 // TestTraceListEveryFront: a chain is listed whichever API front started
 // it, with the client that sent it.
 func TestTraceListEveryFront(t *testing.T) {

@@ -437,6 +437,7 @@ func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
 		return c
 	}
 	s.done = true
+	c.Model = resp.Model
 	content, reasoning := s.think.Flush()
 	c.Content += content
 	c.Reasoning += reasoning

@@ -171,7 +171,7 @@ func TestChatDeliversPiecesAsTheyCome(t *testing.T) {
 	}
 	want := []chain.Chunk{
 		{Reasoning: "a"}, {Reasoning: "b"}, {Content: "c"}, {Content: "d"},
-		{FinishReason: "stop"},
+		{FinishReason: "stop", Model: "qwen3:1.7b"}, // the done line names the model
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("chunks (-want +got):\n%s", diff)

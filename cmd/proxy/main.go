@@ -150,6 +150,18 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 	}
 	registry.StartMCP(ctx, cfg.Tools.MCP, mcp.Options{Logger: logger})
 	defer registry.Close() // after Shutdown: ends MCP sessions and child processes
+	tel, err := startTelemetry(ctx, cfg.Telemetry, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// After Shutdown: the last requests' spans are batched by then.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlush)
+		defer cancel()
+		if err := tel.shutdown(fctx); err != nil {
+			logger.Warn("telemetry flush", "err", err)
+		}
+	}()
 	admission := chain.NewAdmission(cfg.Nodes)
 	engine, err := chain.New(cfg, chain.Deps{
 		Backends:   backends(cfg),
@@ -171,7 +183,7 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
 	admission.OnWait = metrics.ObserveQueueWait
-	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts, Redactor: red})
+	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts, Redactor: red, Tracing: tel.provider})
 	srv := &http.Server{
 		Handler: handler,
 		// No WriteTimeout: it would cut long streams; writes have

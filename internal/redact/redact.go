@@ -194,6 +194,9 @@ func FromConfig(cfg *config.Config) Redactor {
 		}
 	}
 	s = append(s, urlSecrets(cfg.Store.RedisURL)...)
+	s = append(s, headerSecrets(cfg.Telemetry.Headers)...)
+	s = append(s, urlSecrets(cfg.Telemetry.Endpoint)...)
+	s = append(s, urlSecrets(cfg.Telemetry.TracesEndpoint)...)
 	return New(s...)
 }
 

@@ -67,6 +67,7 @@ func hostileConfig() *config.Config {
 		{Name: "s", Command: []string{"srv"}, Env: map[string]string{"API_TOKEN": "env-token-JJJJ", "PATH": "/usr/bin"}},
 	}
 	cfg.Store.RedisURL = "redis://:redis-pass-KKKK@redis:6379/0"
+	cfg.Telemetry.Headers = map[string]string{"Authorization": "Basic otel-auth-MMMM"}
 	return cfg
 }
 
@@ -77,6 +78,7 @@ var hostileSecrets = []string{
 	base64.StdEncoding.EncodeToString([]byte("ollama-user:pass-DDDD")), "AIzaquerykeyEEEE",
 	"tool-query-FFFF", "tool-bearer-GGGG", "hf_toolkeyHHHH", "mcp-pass-IIII",
 	base64.StdEncoding.EncodeToString([]byte("mcp-user:mcp-pass-IIII")), "env-token-JJJJ", "redis-pass-KKKK", "admin-key-LLLL",
+	"otel-auth-MMMM",
 }
 
 func TestFromConfig(t *testing.T) {

@@ -1,0 +1,312 @@
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// The chain's spans, exported when the request's own span records (the web
+// layer starts it when telemetry is on): a span per stage, under it one per
+// model call and one per tool call, named and attributed after the GenAI
+// semantic conventions, with the chain's own attributes under "chain.".
+// A request without a recording span costs a context lookup per stage and
+// per model call: nothing is built for spans nobody exports.
+
+// tracerScope names the chain's spans in an exported trace.
+const tracerScope = "chainproxy/chain"
+
+// Semantic convention keys (GenAI, development status).
+const (
+	attrOperation     = "gen_ai.operation.name"
+	attrProvider      = "gen_ai.provider.name"
+	attrRequestModel  = "gen_ai.request.model"
+	attrResponseModel = "gen_ai.response.model"
+	attrInputTokens   = "gen_ai.usage.input_tokens"
+	attrOutputTokens  = "gen_ai.usage.output_tokens"
+	attrFinish        = "gen_ai.response.finish_reasons"
+	attrToolName      = "gen_ai.tool.name"
+	attrToolCallID    = "gen_ai.tool.call.id"
+	attrToolType      = "gen_ai.tool.type"
+	attrToolArgs      = "gen_ai.tool.call.arguments"
+	attrToolResult    = "gen_ai.tool.call.result"
+	attrInput         = "gen_ai.input.messages"
+	attrOutput        = "gen_ai.output.messages"
+	attrErrorType     = "error.type"
+)
+
+// LoopStops counts the stages a guard against loops stopped: a repeated
+// call, no progress, malformed calls, or a degenerate answer.
+func (t *Trace) LoopStops() int {
+	n := 0
+	for _, st := range t.Stages {
+		switch st.Status {
+		case StageStoppedRepeat, StageStoppedNoProgress, StageStoppedFormatErrors, StageDegenerate:
+			n++
+		}
+	}
+	return n
+}
+
+// stageSpan starts s's span when the request is traced (its context holds a
+// recording span); s.span stays nil otherwise, and every span under the
+// stage is skipped with it.
+func (r *run) stageSpan(ctx context.Context, s *stage, resumed bool) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return
+	}
+	_, s.span = parent.TracerProvider().Tracer(tracerScope).Start(ctx, "stage "+s.node.Name,
+		trace.WithAttributes(
+			attribute.Int("chain.stage", s.idx),
+			attribute.String("chain.node", s.node.Name),
+			attribute.String("chain.mode", r.trace.Mode),
+			attribute.Int("chain.max_turns", s.allowed),
+			attribute.Bool("chain.tools", s.cfg.tools),
+			attribute.Bool("chain.resumed", resumed),
+			attribute.String(attrProvider, s.node.Provider),
+			attribute.String(attrRequestModel, s.node.Model),
+		))
+	r.spanned = append(r.spanned, s)
+}
+
+// endStageSpan ends s's span with how the stage ended.
+func (r *run) endStageSpan(s *stage) {
+	if s.span == nil {
+		return
+	}
+	st := &s.st
+	s.span.SetAttributes(
+		attribute.String("chain.status", st.Status),
+		attribute.Int("chain.turns", st.Turns),
+		attribute.Int("chain.tool_calls", len(st.ToolsUsed)),
+		attribute.Int(attrInputTokens, st.Usage.PromptTokens),
+		attribute.Int(attrOutputTokens, st.Usage.CompletionTokens),
+	)
+	if st.Status == StageFailed || st.Status == StageSkippedOffline || st.Status == StageSkippedContext {
+		s.span.SetStatus(codes.Error, st.Error)
+	}
+	s.span.End()
+	s.span = nil
+}
+
+// endSpans ends the stage spans a run left open: it ended with an error
+// that no stage caught (the client went away, a full queue, an error
+// from emit).
+func (r *run) endSpans(ctx context.Context) {
+	for _, s := range r.spanned {
+		if s.span == nil {
+			continue
+		}
+		msg := "the request ended before the stage"
+		if err := context.Cause(ctx); err != nil {
+			msg += ": " + err.Error()
+		}
+		s.span.SetStatus(codes.Error, msg)
+		s.span.End()
+		s.span = nil
+	}
+}
+
+// tracedSend is send in the model call's span when the request is traced:
+// the span is the context of the HTTP call, so the node's request carries
+// its traceparent.
+func (r *run) tracedSend(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
+	ctx, span := r.startCall(ctx, s, s.node, "", f.msgs, len(offered))
+	if span == nil {
+		return r.send(ctx, s, offered, f)
+	}
+	calls := len(s.st.Calls)
+	s.model = ""
+	msg, err := r.send(ctx, s, offered, f)
+	var mc *ModelCall
+	if len(s.st.Calls) > calls {
+		mc = &s.st.Calls[len(s.st.Calls)-1]
+	}
+	r.endCall(span, mc, s.model, &msg, err)
+	return msg, err
+}
+
+// startCall starts the span of a model call of stage s to node n
+// ("chat {model}", a client span): a child of the stage's span, or of the
+// request's for a call made after the stage ended (the answer of the last
+// stage that worked). kind names a call that is not one of the stage's
+// turns ("summary"). It returns ctx and a nil span when the request is
+// not traced.
+func (r *run) startCall(ctx context.Context, s *stage, n *Node, kind string, sent []Message, offered int) (context.Context, trace.Span) {
+	var parent trace.Span = s.span
+	if parent == nil {
+		if parent = trace.SpanFromContext(ctx); !parent.IsRecording() {
+			return ctx, nil
+		}
+	}
+	ctx, span := parent.TracerProvider().Tracer(tracerScope).Start(trace.ContextWithSpan(ctx, parent), "chat "+n.Model,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String(attrOperation, "chat"),
+			attribute.String(attrProvider, n.Provider),
+			attribute.String(attrRequestModel, n.Model),
+			attribute.String("chain.node", n.Name),
+			attribute.Int("chain.stage", s.idx),
+			attribute.Int("chain.turn", s.st.Turns),
+			attribute.Int("chain.tools_offered", offered),
+		))
+	if kind != "" {
+		span.SetAttributes(attribute.String("chain.call.kind", kind))
+	}
+	if r.e.cfg.Telemetry.CaptureContent {
+		span.SetAttributes(attribute.String(attrInput, r.inputMessages(sent)))
+	}
+	return ctx, span
+}
+
+// endCall ends a model call's span with what the call reported (mc, nil
+// when it failed before it was made: no slot), the model the upstream
+// said answered, and its answer.
+func (r *run) endCall(span trace.Span, mc *ModelCall, model string, out *Message, err error) {
+	if mc != nil {
+		span.SetAttributes(attribute.Int64("chain.queue_ms", mc.QueueMS))
+		if mc.Usage != (Usage{}) {
+			// Only what the upstream reported: none is not zero tokens.
+			span.SetAttributes(attribute.Int(attrInputTokens, mc.Usage.PromptTokens), attribute.Int(attrOutputTokens, mc.Usage.CompletionTokens))
+		}
+		if mc.FinishReason != "" {
+			span.SetAttributes(attribute.StringSlice(attrFinish, []string{mc.FinishReason}))
+		}
+		if mc.Cut != "" {
+			span.SetAttributes(attribute.String("chain.cut", mc.Cut))
+		}
+	}
+	if model != "" {
+		span.SetAttributes(attribute.String(attrResponseModel, model))
+	}
+	if err != nil {
+		span.SetAttributes(attribute.String(attrErrorType, callErrorType(err)))
+		span.SetStatus(codes.Error, r.e.redact.String(err.Error()))
+	} else if r.e.cfg.Telemetry.CaptureContent {
+		finish := ""
+		if mc != nil {
+			finish = mc.FinishReason
+		}
+		span.SetAttributes(attribute.String(attrOutput, r.outputMessages(*out, finish)))
+	}
+	span.End()
+}
+
+// callErrorType is the error.type of a failed model call: the upstream
+// error's kind (connect, timeout, status, …), its HTTP status when it has
+// one.
+func callErrorType(err error) string {
+	var ue *UpstreamError
+	if errors.As(err, &ue) {
+		if ue.Status != 0 {
+			return strconv.Itoa(ue.Status)
+		}
+		return ue.Kind
+	}
+	if errors.Is(err, ErrContextLength) {
+		return "context_length"
+	}
+	return "_OTHER"
+}
+
+// toolSpan records one tool call the model asked for, from start to end,
+// with what became of it (status: ok, cached, blocked, duplicate, error,
+// client). A server tool's span covers the guards and the run; a client
+// tool's, the hand-over (status client) or, in the request that brought
+// its result back, the round trip from start.
+func (r *run) toolSpan(s *stage, id string, u *ToolUse, start, end time.Time) {
+	if s.span == nil {
+		return
+	}
+	ctx := trace.ContextWithSpan(context.Background(), s.span)
+	_, span := s.span.TracerProvider().Tracer(tracerScope).Start(ctx, "execute_tool "+u.Name,
+		trace.WithTimestamp(start),
+		trace.WithAttributes(
+			attribute.String(attrOperation, "execute_tool"),
+			attribute.String(attrToolName, u.Name),
+			attribute.String(attrToolCallID, id),
+			attribute.String(attrToolType, "function"),
+			attribute.String("chain.tool.status", u.Status),
+			attribute.Bool("chain.tool.client", u.Client),
+			attribute.Int("chain.stage", s.idx),
+		))
+	if r.e.cfg.Telemetry.CaptureContent {
+		span.SetAttributes(attribute.String(attrToolArgs, r.e.redact.String(string(u.Args))))
+		if u.Status != ToolClient {
+			span.SetAttributes(attribute.String(attrToolResult, r.e.redact.String(u.Result)))
+		}
+	}
+	if u.Status == ToolError {
+		span.SetAttributes(attribute.String(attrErrorType, "tool_error"))
+		span.SetStatus(codes.Error, "the tool call failed")
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// The message forms of gen_ai.input.messages and gen_ai.output.messages:
+// a role and its parts.
+type (
+	otelMessage struct {
+		Role         string     `json:"role"`
+		Parts        []otelPart `json:"parts"`
+		FinishReason string     `json:"finish_reason,omitempty"`
+	}
+	otelPart struct {
+		Type      string          `json:"type"`
+		Content   string          `json:"content,omitempty"`
+		ID        string          `json:"id,omitempty"`
+		Name      string          `json:"name,omitempty"`
+		Arguments json.RawMessage `json:"arguments,omitempty"`
+		Response  string          `json:"response,omitempty"`
+	}
+)
+
+// inputMessages is what a model call was sent, as gen_ai.input.messages,
+// redacted.
+func (r *run) inputMessages(msgs []Message) string {
+	out := make([]otelMessage, 0, len(msgs))
+	for _, m := range msgs {
+		out = append(out, toOtel(m, ""))
+	}
+	return r.encodeContent(out)
+}
+
+// outputMessages is a model call's answer, as gen_ai.output.messages,
+// redacted.
+func (r *run) outputMessages(m Message, finish string) string {
+	return r.encodeContent([]otelMessage{toOtel(m, finish)})
+}
+
+func toOtel(m Message, finish string) otelMessage {
+	om := otelMessage{Role: m.Role, FinishReason: finish, Parts: []otelPart{}}
+	switch {
+	case m.Role == "tool":
+		om.Parts = append(om.Parts, otelPart{Type: "tool_call_response", ID: m.ToolCallID, Response: m.Content})
+	case m.Content != "":
+		om.Parts = append(om.Parts, otelPart{Type: "text", Content: m.Content})
+	}
+	if m.Reasoning != "" {
+		om.Parts = append(om.Parts, otelPart{Type: "reasoning", Content: m.Reasoning})
+	}
+	for _, c := range m.ToolCalls {
+		om.Parts = append(om.Parts, otelPart{Type: "tool_call", ID: c.ID, Name: c.Name, Arguments: argsJSON(c.Arguments, 0)})
+	}
+	return om
+}
+
+// encodeContent is v in JSON through the redactor: content leaves the
+// proxy only with the configured secrets masked.
+func (r *run) encodeContent(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return r.e.redact.String(string(b))
+}
