@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/classify"
 )
 
 // encodeTrace encodes tr for a response, with each stage's output and
@@ -99,12 +100,16 @@ type traceHub struct {
 	order []string // ids, oldest first
 	subs  map[*traceSub]struct{}
 	now   func() time.Time
+	// blocks reads a request's question as the classifier does: an agent
+	// client's injected blocks (Claude Code's <system-reminder>) are not
+	// the question.
+	blocks *classify.Blocks
 }
 
 var _ chain.Watcher = (*traceHub)(nil)
 
-func newTraceHub() *traceHub {
-	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now}
+func newTraceHub(blocks *classify.Blocks) *traceHub {
+	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now, blocks: blocks}
 }
 
 // Watch implements chain.Watcher: a chain appears at its classification
@@ -126,7 +131,7 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 		if ev.Kind != chain.EventClassified {
 			return
 		}
-		it = h.add(req.TraceID, req.Caller, question(req.Messages), req.Client)
+		it = h.add(req.TraceID, req.Caller, h.question(req.Messages), req.Client)
 	}
 	tr := it.partial
 	if tr == nil || it.sum.Status != traceRunning {
@@ -361,20 +366,23 @@ func chainStatus(tr *chain.Trace, err error) string {
 	return status
 }
 
-// question is the first line of the last user message, capped.
-func question(msgs []chain.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role != "user" {
-			continue
+// question is the first line of the words the classifier judges (the
+// newest user message that has words of the user's), capped.
+func (h *traceHub) question(msgs []chain.Message) string {
+	q := strings.TrimSpace(h.blocks.Judge(chain.UserTexts(msgs)).Text)
+	if q == "" {
+		// No words of the user's: the newest user message as it is.
+		for i := len(msgs) - 1; i >= 0 && q == ""; i-- {
+			if msgs[i].Role == "user" {
+				q = strings.TrimSpace(msgs[i].Content)
+			}
 		}
-		q := strings.TrimSpace(msgs[i].Content)
-		if line, _, ok := strings.Cut(q, "\n"); ok {
-			q = strings.TrimSpace(line)
-		}
-		if len(q) > questionCap {
-			q = strings.ToValidUTF8(q[:questionCap], "") + "…"
-		}
-		return q
 	}
-	return ""
+	if line, _, ok := strings.Cut(q, "\n"); ok {
+		q = strings.TrimSpace(line)
+	}
+	if len(q) > questionCap {
+		q = strings.ToValidUTF8(q[:questionCap], "") + "…"
+	}
+	return q
 }

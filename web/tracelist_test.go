@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/classify"
 	"chainproxy/config"
 )
 
@@ -267,10 +268,13 @@ func TestQuestion(t *testing.T) {
 		{"tool results after it", []chain.Message{{Role: "user", Content: "q"}, {Role: "assistant"}, {Role: "tool", Content: "sunny"}}, "q"},
 		{"capped on a rune boundary", []chain.Message{{Role: "user", Content: long}}, strings.Repeat("é", 100) + "…"},
 		{"none", []chain.Message{{Role: "system", Content: "s"}}, ""},
+		{"an agent's reminder set aside", []chain.Message{{Role: "user", Content: "<system-reminder>\nThe skills you may use…\n</system-reminder>\nWhat is 2+2?"}}, "What is 2+2?"},
+		{"only a reminder: the message as it is", []chain.Message{{Role: "user", Content: "<system-reminder>x</system-reminder>"}}, "<system-reminder>x</system-reminder>"},
 	}
+	h := newTraceHub(classify.NewBlocks(nil))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := question(tt.msgs); got != tt.want {
+			if got := h.question(tt.msgs); got != tt.want {
 				t.Errorf("question = %q, want %q", got, tt.want)
 			}
 		})
@@ -283,7 +287,7 @@ func TestQuestion(t *testing.T) {
 // TestTraceHubKeepsTheLast: the list holds the last traceListCap chains,
 // the oldest going first.
 func TestTraceHubKeepsTheLast(t *testing.T) {
-	h := newTraceHub()
+	h := newTraceHub(classify.NewBlocks(nil))
 	for i := range traceListCap + 3 {
 		h.Watch(&chain.RunRequest{TraceID: fmt.Sprint(i)}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	}
@@ -297,7 +301,7 @@ func TestTraceHubKeepsTheLast(t *testing.T) {
 // ended (a client's traceparent shared by several requests) is listed in
 // its place, live, once.
 func TestTraceHubRelistsAnEndedID(t *testing.T) {
-	h := newTraceHub()
+	h := newTraceHub(classify.NewBlocks(nil))
 	first := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "first"}}}
 	h.Watch(first, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	h.Watch(&chain.RunRequest{TraceID: "other"}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
