@@ -144,6 +144,11 @@ func (d *Repeats) Scan(text string) (Loop, bool) {
 // before it. Plain is 0 once a loop is found.
 func (d *Repeats) Plain() (end, per int) { return d.free, d.per }
 
+// Took records that the text grew to n bytes by bytes its caller checked
+// as Plain says (before its end, no newline, each equal to the byte per
+// before it while a run is followed): Scan need not read them again.
+func (d *Repeats) Took(n int) { d.done = n }
+
 // setFree records Plain: the next look for a run, where the followed run
 // becomes a loop, or what must be held back, whichever comes first.
 func (d *Repeats) setFree() {

@@ -38,6 +38,7 @@ type answerGate struct {
 	// fast: pass may take the content while it is shorter (0: it may not),
 	// each new byte equal to the one per bytes before it when per is set.
 	fast, per int
+	stop      *[256]bool // the bytes pass stops at
 	rep       antiloop.Repeats
 	// loop is the repetition found, if any.
 	loop *antiloop.Loop
@@ -79,6 +80,10 @@ func (g *answerGate) next(content string) (string, error) {
 	g.fast = 0
 	if g.shown == len(content) {
 		g.fast, g.per = g.rep.Plain()
+		g.stop = &lineEnds
+		if g.calls {
+			g.stop = &callStarts
+		}
 	}
 	return out, nil
 }
@@ -92,17 +97,14 @@ func (g *answerGate) pass(content string) (out string, ok bool) {
 	if len(content) >= g.fast {
 		return "", false
 	}
-	stop := &lineEnds
-	if g.calls {
-		stop = &callStarts
-	}
 	for i, c := range []byte(content[g.shown:]) {
-		if stop[c] || g.per != 0 && c != content[g.shown+i-g.per] {
+		if g.stop[c] || g.per != 0 && c != content[g.shown+i-g.per] {
 			return "", false
 		}
 	}
 	out = content[g.shown:]
 	g.shown = len(content)
+	g.rep.Took(len(content))
 	return out, true
 }
 
