@@ -132,9 +132,9 @@ type Chunk struct {
 	// Cut, on a last chunk, says why the proxy ended the call itself
 	// (its output reached nodes[].max_output_bytes).
 	Cut string
-	// Model, on a last chunk, is the model that answered, when the
-	// upstream names it where the backend reads it anyway (Ollama's done
-	// line): the exported span's gen_ai.response.model.
+	// Model, on a last chunk, is the model that answered, as the upstream
+	// names it (Ollama's done line, an OpenAI-compatible answer's model):
+	// the exported span's gen_ai.response.model.
 	Model string
 }
 

@@ -14,13 +14,16 @@ import (
 // proxy), most of it spent on fields the proxy never reads (id, model,
 // logprobs…).
 //
+// When model is not nil, the event's "model" is read into it too (the
+// answering model, for the call's span).
+//
 // It reports false, having written nothing a caller may use, for anything
 // it does not read itself: tool calls, usage, an error event, a key that
 // matches a read field only case-insensitively (as encoding/json would
 // match it), a number or literal out of its grammar, nesting deeper than
 // maxSkipDepth. The caller then decodes the event with the general
 // decoder, so that both give the same result (FuzzDecodeChunk).
-func decodeChunk(data []byte, sc *streamChunk) bool {
+func decodeChunk(data []byte, sc *streamChunk, model *string) bool {
 	d := chunkDecoder{data: data}
 	choices := false
 	if !d.object(func(key []byte) bool {
@@ -44,6 +47,8 @@ func decodeChunk(data []byte, sc *streamChunk) bool {
 			return true
 		case foldsTo(key, "choices"):
 			return false
+		case model != nil && string(key) == "model":
+			return d.str(model)
 		}
 		return d.skip()
 	}) {

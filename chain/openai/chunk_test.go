@@ -47,7 +47,7 @@ var chunkSeeds = []struct {
 func TestDecodeChunk(t *testing.T) {
 	for _, tc := range chunkSeeds {
 		var got streamChunk
-		if ok := decodeChunk([]byte(tc.data), &got); ok != tc.fast {
+		if ok := decodeChunk([]byte(tc.data), &got, nil); ok != tc.fast {
 			t.Errorf("decodeChunk(%s) = %v, want %v", tc.data, ok, tc.fast)
 			continue
 		}
@@ -78,7 +78,7 @@ func FuzzDecodeChunk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got streamChunk
-		if decodeChunk(data, &got) {
+		if decodeChunk(data, &got, nil) {
 			checkSameAsGeneral(t, data, got)
 		}
 	})
@@ -90,7 +90,7 @@ func BenchmarkDecodeChunk(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var sc streamChunk
-		if !decodeChunk(data, &sc) {
+		if !decodeChunk(data, &sc, nil) {
 			b.Fatal("not decoded")
 		}
 	}

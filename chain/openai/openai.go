@@ -332,6 +332,8 @@ type Stream struct {
 	calls  []*pendingCall
 	finish string
 	usage  *chain.Usage
+	// model is the model the upstream says answered, read once.
+	model string
 }
 
 type pendingCall struct {
@@ -400,10 +402,14 @@ const maxToolCalls = 1024
 // the usage are kept for Finish.
 func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	var sc streamChunk
+	var model *string
+	if s.model == "" {
+		model = &s.model // the first event that names it
+	}
 	// Most events are read by decodeChunk; the others by goccy/go-json,
 	// which decodes these structs about four times faster than
 	// encoding/json.
-	if !decodeChunk(data, &sc) {
+	if !decodeChunk(data, &sc, model) {
 		sc = streamChunk{}
 		if err := gojson.UnmarshalNoEscape(data, &sc); err != nil {
 			return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
@@ -530,11 +536,13 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 		c.FinishReason = "stop"
 	}
 	c.Usage = s.usage
+	c.Model = s.model
 	return c, true
 }
 
 // wholeResponse is the part of a chat.completion the proxy reads.
 type wholeResponse struct {
+	Model   string `json:"model"`
 	Choices []struct {
 		Message      answerMessage `json:"message"`
 		FinishReason string        `json:"finish_reason"`
@@ -574,7 +582,7 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, st 
 		st.calls = append(st.calls, pc)
 	}
 	st.finish = cmp.Or(wr.Choices[0].FinishReason, "stop")
-	st.usage = wr.Usage
+	st.usage, st.model = wr.Usage, wr.Model
 	last, _ := st.Finish()
 	return fn(last)
 }

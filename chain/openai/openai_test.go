@@ -201,6 +201,7 @@ func TestChatDeliversPiecesAsTheyCome(t *testing.T) {
 			ToolCalls:    []chain.ToolCall{{ID: "call_1", Name: "f", Arguments: `{"x":1}`}},
 			FinishReason: "tool_calls",
 			Usage:        &chain.Usage{},
+			Model:        "deepseek-coder-v2", // as the upstream names it
 		},
 	}
 	if diff := cmp.Diff(want, got.chunks); diff != "" {

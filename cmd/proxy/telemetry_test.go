@@ -290,8 +290,8 @@ telemetry:
 					if fr, _ := ca["gen_ai.response.finish_reasons"].([]string); len(fr) != 1 {
 						t.Errorf("chat %s finish reasons %v", st.model, ca["gen_ai.response.finish_reasons"])
 					}
-					if st.provider == "ollama" && ca["gen_ai.response.model"] != st.model {
-						t.Errorf("chat %s response model %v, want Ollama's done line's", st.model, ca["gen_ai.response.model"])
+					if ca["gen_ai.response.model"] != st.model {
+						t.Errorf("chat %s response model %v, want the one the upstream names", st.model, ca["gen_ai.response.model"])
 					}
 				}
 			}
