@@ -221,7 +221,8 @@ func format(parts ...any) string {
 // are set aside: its text is judged.
 //
 // It judges the words of the newest user message that has words of the
-// user's (see Blocks.Judge). Reflexive when any of: the message has at least long runes; it is
+// user's (see Blocks.Judge). A client's own background request (Qwen
+// Code's memory extraction) is simple, whatever its words. Reflexive when any of: the message has at least long runes; it is
 // multi-part (two or more questions, or a list of two or more items); it
 // contains a complex keyword or names a server tool, as whole words, case
 // and accents ignored; the category is a reflexive one. Otherwise simple,
@@ -230,6 +231,9 @@ func format(parts ...any) string {
 // come first, then the words judged and what was set aside.
 func (c *Classifier) Classify(next func() (UserMessage, bool), category string) Decision {
 	j := c.blocks.Judge(next)
+	if j.Background != "" {
+		return Decision{Mode: ModeSimple, Reasons: []string{j.Background + " request: the client's own work, not the user's words"}}
+	}
 	var hitBuf [16]int32
 	st, hits := c.scan(j.Text, hitBuf[:0])
 

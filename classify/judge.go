@@ -24,6 +24,29 @@ type Judged struct {
 	// SkippedAside says what that was.
 	Skipped      int
 	SkippedAside []Aside
+	// Background names the client's own background request the newest
+	// user message is (see backgroundRequests), "" for a user's.
+	Background string
+}
+
+// backgroundRequests are requests agent clients make of their own, beside
+// the user's turns, known by the fixed text their user message opens
+// with. They are not the user's words: they are judged simple.
+var backgroundRequests = []struct{ opening, name string }{
+	// Qwen Code's managed auto-memory extraction, sent after a turn
+	// (packages/core/src/memory/extractionAgentPlanner.ts, buildTaskPrompt;
+	// captured from @qwen-code/qwen-code 0.24.4, web/testdata/agents).
+	{"Managed memory has TWO directories.", "Qwen Code's memory extraction"},
+}
+
+// background names the background request text opens, or "".
+func background(text string) string {
+	for _, r := range backgroundRequests {
+		if len(text) >= len(r.opening) && text[:len(r.opening)] == r.opening {
+			return r.name
+		}
+	}
+	return ""
 }
 
 // Judge finds the words to judge in the user messages of a request, which
@@ -42,10 +65,15 @@ type Judged struct {
 // a picture is passed over like one that is only blocks.
 func (b *Blocks) Judge(next func() (UserMessage, bool)) Judged {
 	var j Judged
-	for {
+	for first := true; ; first = false {
 		m, ok := next()
 		if !ok {
 			return j
+		}
+		if first {
+			if j.Background = background(m.Text); j.Background != "" {
+				return j
+			}
 		}
 		w := b.Words(m.Text)
 		if w.Text != "" || len(w.Aside) == 0 && m.Images == 0 && m.Files == 0 {

@@ -23,6 +23,8 @@ const (
 	analyticalQuestion = "Compare goroutines with OS threads for a proxy that holds 10k idle connections, and explain why one scales better."
 	// Qwen Code's analytical capture asks its own question.
 	qwenAnalytical = "Read README.md, then compare its design with a stateless one and explain why the Redis sessions matter for scaling, step by step."
+	// qwenMemory is the reason of Qwen Code's memory extraction request.
+	qwenMemory = "Qwen Code's memory extraction request: the client's own work, not the user's words"
 )
 
 // agentRequest reads a request of testdata/agents as a non-streamed Chat
@@ -108,6 +110,11 @@ func TestAgentClientsClassified(t *testing.T) {
 		// Its follow-ups carry a tool result: same words, same mode.
 		{"qwen-code-trivial-tool-result.json", chain.ModeSimple, []string{quote(trivialQuestion)}},
 		{"qwen-code-analytical-tool-result.json", chain.ModeReflexive, []string{quote(qwenAnalytical)}},
+		// After a turn Qwen Code asks, on its own, for its memory to be
+		// updated: the user's question is in the history, the newest
+		// user message is Qwen Code's. Simple, whatever the question was.
+		{"qwen-code-memory-trivial.json", chain.ModeSimple, []string{qwenMemory}},
+		{"qwen-code-memory-analytical.json", chain.ModeSimple, []string{qwenMemory}},
 		// Codex CLI: AGENTS.md and <environment_context> in the user
 		// message before the prompt, which is judged alone.
 		{"codex-trivial.responses.json", chain.ModeSimple, []string{quote(trivialQuestion)}},
