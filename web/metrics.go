@@ -112,7 +112,8 @@ func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// watchHosts adds the per-host metrics of e's nodes. A second server built
+// watchHosts adds the per-host metrics of e's nodes, and whether its shared
+// admission has fallen back to local limits. A second server built
 // on the same Metrics adds nothing: the first's collector stays.
 func (m *Metrics) watchHosts(e *chain.Engine) {
 	if e == nil {
@@ -125,6 +126,16 @@ func (m *Metrics) watchHosts(e *chain.Engine) {
 		offline:  prometheus.NewDesc("chainproxy_host_offline", "1 while a host of a node with several is skipped as offline.", labels, nil),
 		calls:    prometheus.NewDesc("chainproxy_host_calls_total", "Calls sent to each host of a node with several.", labels, nil),
 	})
+	if e.AdmissionStatus() != "" {
+		_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chainproxy_admission_degraded", Help: "1 while Redis is down and this replica keeps the nodes' max_concurrency on its own.",
+		}, func() float64 {
+			if e.AdmissionStatus() == chain.AdmissionLocal {
+				return 1
+			}
+			return 0
+		}))
+	}
 }
 
 // Handler serves the metrics in Prometheus' text format.

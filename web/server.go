@@ -599,6 +599,10 @@ func (s *Server) readyz(c *gin.Context) {
 		store = s.traces.Status()
 	}
 	h := gin.H{"status": word, "store": store, "nodes": states}
+	if adm := s.engine.AdmissionStatus(); adm != "" {
+		// "local": Redis is down and each replica keeps the limits alone.
+		h["admission"] = adm
+	}
 	if mcp := s.engine.MCPServers(); mcp != nil {
 		for i := range mcp {
 			mcp[i].Status = s.redact.String(mcp[i].Status)

@@ -151,7 +151,20 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 	}
 	registry.StartMCP(ctx, cfg.Tools.MCP, mcp.Options{Logger: logger})
 	defer registry.Close() // after Shutdown: ends MCP sessions and child processes
-	admission := chain.NewAdmission(cfg.Nodes)
+	local := chain.NewAdmission(cfg.Nodes)
+	var admission interface {
+		chain.Admitter
+		Queued(node string) int
+	} = local
+	if cfg.Store.RedisURL != "" {
+		// Replicas on one Redis keep the nodes' limits together.
+		slots, err := store.NewSlots(cfg.Store.RedisURL, cfg.Admission.Lease)
+		if err != nil {
+			return err
+		}
+		defer slots.Close()
+		admission = chain.NewSharedAdmission(ctx, cfg.Nodes, slots, local, logger)
+	}
 	engine, err := chain.New(cfg, chain.Deps{
 		Backends:   backends(cfg),
 		Tools:      registry,
@@ -171,7 +184,7 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 		names[i] = n.Name
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
-	admission.OnWait = metrics.ObserveQueueWait
+	local.OnWait = metrics.ObserveQueueWait
 	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts, Redactor: red})
 	srv := &http.Server{
 		Handler: handler,
