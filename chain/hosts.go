@@ -32,6 +32,9 @@ type Hosts struct {
 	mu    sync.Mutex
 	hosts []*host
 	next  int // where the next tie-break starts: round robin
+	// freed, when set, is closed when a call ends: calls that found every
+	// host up at its limit wait for it.
+	freed chan struct{}
 }
 
 // host is one base URL of a node and what is known of it. Its fields after
@@ -99,7 +102,17 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 	var tried []bool
 	var last error
 	for {
-		i, x := h.pick(pin, tried)
+		i, x, full := h.pick(pin, tried)
+		if full != nil {
+			// A host is down and the others are at their limit: the
+			// admitted call waits for one of them rather than overload it.
+			select {
+			case <-full:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		if x == nil {
 			if last != nil {
 				return last
@@ -116,6 +129,10 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 		})
 		h.mu.Lock()
 		x.inFlight--
+		if h.freed != nil {
+			close(h.freed)
+			h.freed = nil
+		}
 		h.mu.Unlock()
 		var ue *UpstreamError
 		if answered || ctx.Err() != nil || !errors.As(err, &ue) {
@@ -144,8 +161,10 @@ func brokenConn(ue *UpstreamError) bool {
 
 // pick chooses the host of a call and counts it in flight: pin when it is
 // up and below the limit, else the one with the fewest calls in flight,
-// ties in turn. It returns nil when every host not tried is offline.
-func (h *Hosts) pick(pin string, tried []bool) (int, *host) {
+// ties in turn. It returns no host when every host not tried is offline,
+// and a channel to wait on when those up are all at their limit (which
+// admission, counting every host, lets happen only while some are down).
+func (h *Hosts) pick(pin string, tried []bool) (int, *host, <-chan struct{}) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -165,7 +184,13 @@ func (h *Hosts) pick(pin string, tried []bool) (int, *host) {
 		}
 	}
 	if best < 0 {
-		return -1, nil
+		return -1, nil, nil
+	}
+	if h.limit > 0 && h.hosts[best].inFlight >= h.limit {
+		if h.freed == nil {
+			h.freed = make(chan struct{})
+		}
+		return -1, nil, h.freed
 	}
 	if !pinned {
 		h.next = best + 1
@@ -173,7 +198,7 @@ func (h *Hosts) pick(pin string, tried []bool) (int, *host) {
 	x := h.hosts[best]
 	x.inFlight++
 	x.calls++
-	return best, x
+	return best, x, nil
 }
 
 func (h *Hosts) markOffline(x *host, cause string) {

@@ -63,7 +63,7 @@ func TestHostsPick(t *testing.T) {
 	}
 
 	// A host with a call in flight is passed over.
-	i, busy := h.pick("", nil)
+	i, busy, _ := h.pick("", nil)
 	if busy == nil || i != 0 {
 		t.Fatalf("pick = %d, want host 0 (the next in turn)", i)
 	}
@@ -139,4 +139,37 @@ func join(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// TestHostsWaitForLimit: with a host down, a call that finds the others at
+// their limit waits for one to finish instead of overloading it, and
+// leaves when its context ends.
+func TestHostsWaitForLimit(t *testing.T) {
+	a, b := &hostBackend{name: "a", down: true}, &hostBackend{name: "b", release: make(chan struct{})}
+	h := newTestHosts(1, a, b)
+	first := make(chan string)
+	go func() { first <- chatOn(t, h, nil) }() // ends when b.release is closed
+	for {
+		h.mu.Lock()
+		busy := h.hosts[1].inFlight == 1
+		h.mu.Unlock()
+		if busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := h.Chat(ctx, &Request{}, func(Chunk) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("waiting call with its context ended: %v", err)
+	}
+	second := make(chan string)
+	go func() { second <- chatOn(t, h, nil) }() // ends after first
+	close(b.release)
+	if got := <-first; got != "b" {
+		t.Errorf("first answered by %q", got)
+	}
+	if got := <-second; got != "b" {
+		t.Errorf("second answered by %q", got)
+	}
 }
