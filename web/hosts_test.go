@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ollama/ollama/api"
+
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/ollama"
@@ -169,6 +171,68 @@ func TestNodeHostsMetrics(t *testing.T) {
 		}
 		if want := fmt.Sprintf(`chainproxy_host_offline{host=%q,node="OL1"} 0`, h); !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestNodeHostsStageKeepsHost: a stage's turns all go to the host of its
+// first, though the hosts take turns between requests.
+func TestNodeHostsStageKeepsHost(t *testing.T) {
+	script := func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		if req.Messages[len(req.Messages)-1].Role == "tool" {
+			return fakeollama.Reply{Content: []string{"a.txt is there"}}
+		}
+		return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "list_dir", Args: map[string]any{"path": "."}}}}
+	}
+	a, b := fakeollama.NewFunc(t, script), fakeollama.NewFunc(t, script)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_urls: [%q, %q], model: m, max_concurrency: 1}
+chain:
+  stages: [{node: OL1, max_turns: 3}]
+  simple_node: OL1
+`, a.URL, b.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := store.NewMemory(1000, 10)
+	eng, err := chain.New(cfg, chain.Deps{
+		Backends: map[string]chain.Backend{"OL1": chain.HostsBackend(cfg.Nodes[0], func(h config.Node) chain.Backend { return ollama.New(h, nil) })},
+		Tools:    reg, Admission: chain.NewAdmission(cfg.Nodes),
+		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: eng, Traces: mem}))
+	t.Cleanup(srv.Close)
+	for range 4 {
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"chain/simple","messages":[{"role":"user","content":"what files are in the workspace?"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "a.txt is there") {
+			t.Fatalf("status %d: %s", resp.StatusCode, body)
+		}
+	}
+	for name, h := range map[string]*fakeollama.Server{"a": a, "b": b} {
+		first, second := 0, 0
+		for _, r := range h.Requests() {
+			if r.Messages[len(r.Messages)-1].Role == "tool" {
+				second++
+			} else {
+				first++
+			}
+		}
+		if first != 2 || second != 2 {
+			t.Errorf("host %s: %d first turns and %d second turns, want each request's two turns on one host, two requests each", name, first, second)
 		}
 	}
 }
