@@ -70,3 +70,33 @@ func TestSharedAdmissionQueue(t *testing.T) {
 		t.Errorf("status %q, want shared", s)
 	}
 }
+
+// TestSharedAdmissionRenews: a call running past its lease keeps its slot:
+// the lease is renewed while it runs, and given back when it ends.
+func TestSharedAdmissionRenews(t *testing.T) {
+	rs := redistest.Start(t)
+	lease := 900 * time.Millisecond
+	slots, err := store.NewSlots(rs.URL(), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slots.Close() })
+	limit := 1
+	nodes := []config.Node{{Name: "N", Provider: config.ProviderOllama, MaxConcurrency: &limit, MaxQueue: 4}}
+	a := NewSharedAdmission(t.Context(), nodes, slots, NewAdmission(nodes), nil)
+	release, err := a.Acquire(t.Context(), "N", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * lease)
+	if g, _, _, err := slots.Take(t.Context(), "N", "other", false, 1, 4, lease); err != nil || g {
+		t.Fatalf("after three leases the running call's slot was free (granted %v, err %v)", g, err)
+	}
+	if err := slots.Release(t.Context(), "N", "other"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if g, _, _, err := slots.Take(t.Context(), "N", "other", false, 1, 4, lease); err != nil || !g {
+		t.Fatalf("after release: granted %v, err %v", g, err)
+	}
+}
