@@ -51,7 +51,7 @@ var _ Admitter = (*Admission)(nil)
 func NewAdmission(nodes []config.Node) *Admission {
 	a := &Admission{gates: map[string]*gate{}}
 	for _, n := range nodes {
-		a.gates[n.Name] = &gate{limit: n.Concurrency(), maxQueue: n.MaxQueue, queues: [2]*list.List{list.New(), list.New()}}
+		a.gates[n.Name] = &gate{limit: n.Concurrency() * len(n.Hosts()), maxQueue: n.MaxQueue, queues: [2]*list.List{list.New(), list.New()}}
 	}
 	return a
 }

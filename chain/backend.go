@@ -95,6 +95,12 @@ type Request struct {
 	// answer's tool calls together (nodes[].max_output_bytes): a call
 	// that would go past it is dropped, and the backend reads no more.
 	MaxCallsBytes int
+	// Host, when set, carries the host (base URL) of a node with several
+	// (Hosts) from one call of a stage to the next: the backend uses it
+	// again when it can, so that the model stays warm and the server's
+	// prompt cache is reused, and writes there the host it used. Backends
+	// of one host ignore it.
+	Host *string
 }
 
 // IdleReader returns r, calling idle before each Read when idle is set: a

@@ -154,6 +154,9 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			}
 			node.keepAlive = &d
 		}
+		if n.OfflineFor > 0 {
+			e.offline.ttls[n.Name] = n.OfflineFor
+		}
 		e.nodes[n.Name] = node
 		e.order = append(e.order, node)
 		if _, dup := e.byModel[n.Model]; !dup {

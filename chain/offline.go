@@ -13,7 +13,9 @@ type offlineSet struct {
 	mu    sync.Mutex
 	until map[string]offline
 	ttl   time.Duration
-	now   func() time.Time
+	// ttls are the nodes' own offline_for, read once; ttl for the others.
+	ttls map[string]time.Duration
+	now  func() time.Time
 }
 
 // offline is one remembered node: until when, and the failure that put it
@@ -24,7 +26,15 @@ type offline struct {
 }
 
 func newOfflineSet(ttl time.Duration, now func() time.Time) *offlineSet {
-	return &offlineSet{until: map[string]offline{}, ttl: ttl, now: now}
+	return &offlineSet{until: map[string]offline{}, ttl: ttl, ttls: map[string]time.Duration{}, now: now}
+}
+
+// ttlOf is how long node stays remembered offline: its offline_for.
+func (o *offlineSet) ttlOf(node string) time.Duration {
+	if d, ok := o.ttls[node]; ok {
+		return d
+	}
+	return o.ttl
 }
 
 func (o *offlineSet) isOffline(node string) bool {
@@ -49,7 +59,7 @@ func (o *offlineSet) lookup(node string) (cause string, ok bool) {
 // text, already redacted (UpstreamError redacts its own).
 func (o *offlineSet) mark(node, cause string) {
 	o.mu.Lock()
-	o.until[node] = offline{until: o.now().Add(o.ttl), cause: cause}
+	o.until[node] = offline{until: o.now().Add(o.ttlOf(node)), cause: cause}
 	o.mu.Unlock()
 }
 

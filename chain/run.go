@@ -88,6 +88,9 @@ type stage struct {
 	idle     int    // turns in a row without progress
 	stop     string // stop status, "" while running
 	reason   string // last reasoning text
+	// host is the host of a several-host node that served the stage's
+	// turns so far (Request.Host): its next turns go there when they can.
+	host string
 	// earlier are the answers of the stages before, which the answering
 	// stage's stream is held back from while it may be copying one.
 	earlier []string
@@ -193,7 +196,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			}
 			if cause, ok := r.e.offline.lookup(node.Name); ok {
 				s.stop = StageSkippedOffline
-				s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttl, cause)
+				s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttlOf(node.Name), cause)
 			}
 		}
 		if s.answers {
@@ -533,7 +536,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	// the closure shares it, and a turn costs no allocation for it.
 	cs := callStates.Get().(*callState)
 	defer cs.free()
-	cs.req = Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow}
+	cs.req = Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow, Host: &s.host}
 	req := s.node.capped(&cs.req)
 	if !s.answers {
 		req.Params.Format = nil

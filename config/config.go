@@ -48,6 +48,8 @@ type Config struct {
 	ModelAliases map[string]string `yaml:"model_aliases" json:"model_aliases,omitempty"`
 	// Telemetry exports the chain's spans over OTLP (docs/telemetry.md).
 	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
+	// Admission tunes the admission shared by replicas through Redis.
+	Admission Admission `yaml:"admission" json:"admission"`
 
 	// replaceNodes marks the defaults, whose nodes a file replaces whole.
 	replaceNodes bool
@@ -94,8 +96,12 @@ type Node struct {
 	Name     string `yaml:"name" json:"name"`
 	Provider string `yaml:"provider" json:"provider"`
 	BaseURL  string `yaml:"base_url" json:"base_url"`
-	Model    string `yaml:"model" json:"model"`
-	APIKey   string `yaml:"api_key" json:"api_key,omitempty"`
+	// BaseURLs are the hosts of a node served by several (the same model
+	// on two Ollama boxes): each call goes to the one with the fewest calls
+	// in flight. base_url is the one-host form; a node sets one of them.
+	BaseURLs []string `yaml:"base_urls" json:"base_urls,omitempty"`
+	Model    string   `yaml:"model" json:"model"`
+	APIKey   string   `yaml:"api_key" json:"api_key,omitempty"`
 	// TextToolCalls parses tool calls that a small model writes as text
 	// (<tool_call>{…}</tool_call>, a bare JSON call, [TOOL:name:{json}])
 	// into real calls. Nil means on: see TextCalls.
@@ -105,6 +111,9 @@ type Node struct {
 	// ConnectTimeout bounds establishing the connection; a node that does
 	// not connect in time is treated as offline.
 	ConnectTimeout time.Duration `yaml:"connect_timeout" json:"connect_timeout"`
+	// OfflineFor is how long a host that failed to connect is skipped
+	// before a call tries it again (default 30s).
+	OfflineFor time.Duration `yaml:"offline_for" json:"offline_for"`
 	// MaxConcurrency limits calls in flight to the node; 0 is unlimited.
 	// Nil means the provider default: 1 for ollama, unlimited otherwise.
 	MaxConcurrency *int `yaml:"max_concurrency" json:"max_concurrency"`
@@ -129,6 +138,14 @@ type Node struct {
 	// MaxOutputBytes caps the content and reasoning of one model call: over
 	// it the call is cancelled and finishes "length" (default 4 MiB).
 	MaxOutputBytes int `yaml:"max_output_bytes" json:"max_output_bytes"`
+}
+
+// Hosts are the base URLs of the node's hosts: base_urls, else base_url.
+func (n Node) Hosts() []string {
+	if len(n.BaseURLs) > 0 {
+		return n.BaseURLs
+	}
+	return []string{n.BaseURL}
 }
 
 // TextCalls reports whether the node's text tool calls are parsed: on
@@ -390,11 +407,20 @@ const (
 	ProtocolGRPC = "grpc"
 )
 
+// Admission tunes how replicas share the nodes' max_concurrency when
+// store.redis_url is set.
+type Admission struct {
+	// Lease is how long a slot taken in Redis lasts unless renewed: a
+	// replica that dies holding slots frees them within it (default 15s).
+	Lease time.Duration `yaml:"lease" json:"lease"`
+}
+
 // Default returns the configuration used for every key a file leaves out:
 // a local Ollama serving OL1 and M1, an OpenAI-compatible M2.
 func Default() *Config {
 	return &Config{
 		replaceNodes: true,
+		Admission:    Admission{Lease: 15 * time.Second},
 		Server: Server{
 			Addr:            "127.0.0.1:8080",
 			APIKeys:         []string{},
@@ -598,6 +624,9 @@ func (c *Config) fillNodeDefaults() {
 		if n.ConnectTimeout == 0 {
 			n.ConnectTimeout = 2 * time.Second
 		}
+		if n.OfflineFor == 0 {
+			n.OfflineFor = 30 * time.Second
+		}
 		if n.MaxQueue == 0 {
 			n.MaxQueue = 64
 		}
@@ -683,10 +712,27 @@ func (c *Config) Validate() error {
 		seen[n.Name] = true
 		switch n.Provider {
 		case ProviderOllama, ProviderOpenAI:
-			if n.BaseURL == "" {
-				bad(p+".base_url", "required for provider %q", n.Provider)
-			} else if !strings.HasPrefix(n.BaseURL, "http://") && !strings.HasPrefix(n.BaseURL, "https://") {
-				bad(p+".base_url", "want an http:// or https:// URL, got %q", n.BaseURL)
+			switch {
+			case n.BaseURL != "" && len(n.BaseURLs) > 0:
+				bad(p+".base_urls", "set base_url (one host) or base_urls (several), not both")
+			case n.BaseURL == "" && len(n.BaseURLs) == 0:
+				bad(p+".base_url", "required for provider %q (or base_urls for several hosts)", n.Provider)
+			case n.BaseURL != "":
+				if !strings.HasPrefix(n.BaseURL, "http://") && !strings.HasPrefix(n.BaseURL, "https://") {
+					bad(p+".base_url", "want an http:// or https:// URL, got %q", n.BaseURL)
+				}
+			default:
+				hosts := map[string]bool{}
+				for j, u := range n.BaseURLs {
+					q := fmt.Sprintf("%s.base_urls[%d]", p, j)
+					switch {
+					case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
+						bad(q, "want an http:// or https:// URL, got %q", u)
+					case hosts[strings.TrimRight(u, "/")]:
+						bad(q, "duplicate host %q", u)
+					}
+					hosts[strings.TrimRight(u, "/")] = true
+				}
 			}
 			if n.Model == "" {
 				bad(p+".model", "must not be empty")
@@ -708,6 +754,9 @@ func (c *Config) Validate() error {
 		}
 		if n.ConnectTimeout < 0 {
 			bad(p+".connect_timeout", "must be positive")
+		}
+		if n.OfflineFor < 0 {
+			bad(p+".offline_for", "must be positive")
 		}
 		if n.MaxConcurrency != nil && *n.MaxConcurrency < 0 {
 			bad(p+".max_concurrency", "must not be negative (0 = unlimited)")
@@ -868,6 +917,9 @@ func (c *Config) Validate() error {
 		bad("antiloop.max_polls", "must be positive, got %d", c.Antiloop.MaxPolls)
 	}
 	checkTelemetry(bad, c.Telemetry)
+	if c.Admission.Lease <= 0 {
+		bad("admission.lease", "must be positive, got %s", c.Admission.Lease)
+	}
 	if u := c.Store.RedisURL; u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "unix://") {
 		bad("store.redis_url", "want a redis:// URL, got %q", u)
 	}

@@ -152,6 +152,10 @@ func TestValidationErrors(t *testing.T) {
 		{"max_output_bytes negative", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, max_output_bytes: -1}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].max_output_bytes: must be positive, got -1`},
 		{"alias to an unknown model", "model_aliases:\n  \"claude-*\": gpt-9\n", `config: model_aliases: "claude-*": unknown model "gpt-9"`},
 		{"alias with a bad pattern", "model_aliases:\n  \"claude-[\": chain/auto\n", `config: model_aliases: "claude-[" is not a valid pattern`},
+		{"base_url and base_urls", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, base_urls: [http://y], model: m}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].base_urls: set base_url (one host) or base_urls (several), not both`},
+		{"base_urls duplicate", "nodes:\n  - {name: OL1, provider: ollama, base_urls: [\"http://x:1\", \"http://x:1/\"], model: m}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].base_urls[1]: duplicate host "http://x:1/"`},
+		{"base_urls bad url", "nodes:\n  - {name: OL1, provider: ollama, base_urls: [\"http://x:1\", \"x:2\"], model: m}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].base_urls[1]: want an http:// or https:// URL, got "x:2"`},
+		{"admission lease zero", "admission:\n  lease: 0s\n", `config: admission.lease: must be positive, got 0s`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {

@@ -85,6 +85,59 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 	return m
 }
 
+// hostCollector reports each host of the nodes with several (base_urls),
+// labelled node and host, read from the engine at each scrape.
+type hostCollector struct {
+	e                        *chain.Engine
+	inFlight, offline, calls *prometheus.Desc
+}
+
+func (c hostCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.inFlight
+	ch <- c.offline
+	ch <- c.calls
+}
+
+func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, n := range c.e.Nodes() {
+		for _, h := range c.e.Hosts(n.Name) {
+			off := 0.0
+			if h.Offline {
+				off = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(h.InFlight), n.Name, h.URL)
+			ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, off, n.Name, h.URL)
+			ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(h.Calls), n.Name, h.URL)
+		}
+	}
+}
+
+// watchHosts adds the per-host metrics of e's nodes, and whether its shared
+// admission has fallen back to local limits. A second server built
+// on the same Metrics adds nothing: the first's collector stays.
+func (m *Metrics) watchHosts(e *chain.Engine) {
+	if e == nil {
+		return
+	}
+	labels := []string{"node", "host"}
+	_ = m.reg.Register(hostCollector{
+		e:        e,
+		inFlight: prometheus.NewDesc("chainproxy_host_in_flight", "Calls in flight to each host of a node with several (base_urls).", labels, nil),
+		offline:  prometheus.NewDesc("chainproxy_host_offline", "1 while a host of a node with several is skipped as offline.", labels, nil),
+		calls:    prometheus.NewDesc("chainproxy_host_calls_total", "Calls sent to each host of a node with several.", labels, nil),
+	})
+	if e.AdmissionStatus() != "" {
+		_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chainproxy_admission_degraded", Help: "1 while Redis is down and this replica keeps the nodes' max_concurrency on its own.",
+		}, func() float64 {
+			if e.AdmissionStatus() == chain.AdmissionLocal {
+				return 1
+			}
+			return 0
+		}))
+	}
+}
+
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 

@@ -167,6 +167,7 @@ func New(o Options) *Server {
 	}
 	ops.GET("/readyz", s.readyz)
 	if s.metrics != nil {
+		s.metrics.watchHosts(s.engine)
 		ops.GET("/metrics", gin.WrapH(s.metrics.Handler()))
 	}
 	sub, _ := fs.Sub(staticFiles, "static")
@@ -578,6 +579,35 @@ func (s *Server) getModel(c *gin.Context) {
 	c.Data(http.StatusOK, "application/json", b)
 }
 
+// hostState is one host of a node of several in /readyz.
+type hostState struct {
+	URL string `json:"url"`
+	// Status is "ready", or "offline" while calls skip it (Error says why).
+	Status       string   `json:"status"`
+	InFlight     int      `json:"in_flight"`
+	Error        string   `json:"error,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// hostStates reports node's hosts after a probe; nil for one host.
+func (s *Server) hostStates(node string) []hostState {
+	hs := s.engine.Hosts(node)
+	if hs == nil {
+		return nil
+	}
+	out := make([]hostState, len(hs))
+	for i, h := range hs {
+		out[i] = hostState{URL: h.URL, Status: "ready", InFlight: h.InFlight, Capabilities: h.Capabilities}
+		if h.Offline {
+			out[i].Status = "offline"
+		}
+		if h.Error != "" {
+			out[i].Error = s.redact.String(h.Error)
+		}
+	}
+	return out
+}
+
 // readyz probes every node at once and reports each.
 func (s *Server) readyz(c *gin.Context) {
 	type nodeState struct {
@@ -592,6 +622,9 @@ func (s *Server) readyz(c *gin.Context) {
 		Status string `json:"status"`
 		// Capabilities are its model's, when known (Ollama's /api/show).
 		Capabilities []string `json:"capabilities,omitempty"`
+		// Hosts are a node's hosts when it has several (base_urls): the
+		// node is ready while one of them is.
+		Hosts []hostState `json:"hosts,omitempty"`
 	}
 	nodes := s.engine.Nodes()
 	states := make([]nodeState, len(nodes))
@@ -605,6 +638,7 @@ func (s *Server) readyz(c *gin.Context) {
 			err := s.engine.Probe(ctx, n.Name)
 			states[i].LatencyMS = time.Since(start).Milliseconds()
 			states[i].Capabilities, _ = s.engine.Capabilities(n.Name)
+			states[i].Hosts = s.hostStates(n.Name)
 			states[i].Status = "unavailable"
 			if err != nil {
 				states[i].Error = s.redact.String(err.Error())
@@ -626,6 +660,10 @@ func (s *Server) readyz(c *gin.Context) {
 		store = s.traces.Status()
 	}
 	h := gin.H{"status": word, "store": store, "nodes": states}
+	if adm := s.engine.AdmissionStatus(); adm != "" {
+		// "local": Redis is down and each replica keeps the limits alone.
+		h["admission"] = adm
+	}
 	if mcp := s.engine.MCPServers(); mcp != nil {
 		for i := range mcp {
 			mcp[i].Status = s.redact.String(mcp[i].Status)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -124,9 +125,9 @@ func backends(cfg *config.Config) map[string]chain.Backend {
 	for _, n := range cfg.Nodes {
 		switch n.Provider {
 		case config.ProviderOllama:
-			out[n.Name] = ollama.New(n, nil)
+			out[n.Name] = chain.HostsBackend(n, func(h config.Node) chain.Backend { return ollama.New(h, nil) })
 		case config.ProviderOpenAI:
-			out[n.Name] = openai.New(n, nil)
+			out[n.Name] = chain.HostsBackend(n, func(h config.Node) chain.Backend { return openai.New(h, nil) })
 		case config.ProviderMock:
 			// The demo's scenarios are picked from the words the
 			// classifier judges.
@@ -162,7 +163,20 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 			logger.Warn("telemetry flush", "err", err)
 		}
 	}()
-	admission := chain.NewAdmission(cfg.Nodes)
+	local := chain.NewAdmission(cfg.Nodes)
+	var admission interface {
+		chain.Admitter
+		Queued(node string) int
+	} = local
+	if cfg.Store.RedisURL != "" {
+		// Replicas on one Redis keep the nodes' limits together.
+		slots, err := store.NewSlots(cfg.Store.RedisURL, cfg.Admission.Lease)
+		if err != nil {
+			return err
+		}
+		defer slots.Close()
+		admission = chain.NewSharedAdmission(ctx, cfg.Nodes, slots, local, logger)
+	}
 	engine, err := chain.New(cfg, chain.Deps{
 		Backends:   backends(cfg),
 		Tools:      registry,
@@ -182,7 +196,7 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 		names[i] = n.Name
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
-	admission.OnWait = metrics.ObserveQueueWait
+	local.OnWait = metrics.ObserveQueueWait
 	handler := web.New(web.Options{Config: cfg, Engine: engine, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts, Redactor: red, Tracing: tel.provider})
 	srv := &http.Server{
 		Handler: handler,
@@ -225,6 +239,16 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 	return nil
 }
 
+// baseURLs is what a log line says of a node's hosts, credentials masked.
+func baseURLs(n config.Node) string {
+	hosts := n.Hosts()
+	out := make([]string, len(hosts))
+	for i, h := range hosts {
+		out[i] = redact.URL(h)
+	}
+	return strings.Join(out, " ")
+}
+
 // probeNodes logs whether each node answers, so a misconfigured node shows
 // at startup rather than at the first request. A context_window above its
 // model's maximum is the one answer that stops the startup: Ollama would
@@ -241,15 +265,15 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 			continue
 		}
 		if errors.Is(err, chain.ErrModelNotFound) {
-			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "err", err)
+			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", baseURLs(n.Node), "err", err)
 			continue
 		}
 		if err != nil {
-			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "err", err)
+			logger.Warn("node unreachable", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", baseURLs(n.Node), "err", err)
 			continue
 		}
 		caps, known := engine.Capabilities(n.Name)
-		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", redact.URL(n.BaseURL), "capabilities", caps, "context_window", engine.Window(n))
+		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", baseURLs(n.Node), "capabilities", caps, "context_window", engine.Window(n))
 		if known && !slices.Contains(caps, chain.CapTools) {
 			logger.Warn("node cannot take tools: stages that want tools run without them there, and clients' tools sent to it get 400", "node", n.Name, "model", n.Model, "capabilities", caps)
 		}
