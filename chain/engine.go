@@ -364,7 +364,7 @@ func UserTexts(msgs []Message) func() (classify.UserMessage, bool) {
 		for i > 0 {
 			i--
 			if m := &msgs[i]; m.Role == "user" {
-				u := classify.UserMessage{Text: m.Content}
+				u := classify.UserMessage{Text: m.Content, Lead: m.Lead}
 				for j := range m.Parts {
 					if m.Parts[j].Kind == PartFile {
 						u.Files++

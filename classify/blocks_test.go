@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -154,6 +155,58 @@ func TestJudge(t *testing.T) {
 				t.Errorf("Judge(%q) mismatch (-want +got):\n%s", tt.user, diff)
 			}
 		})
+	}
+}
+
+// TestJudgeLastTextPart: a message of several text parts whose earlier
+// parts hold words of their own (Continue's @-mentions) is judged on its
+// last part, the earlier ones set aside as attached context; earlier parts
+// that are only blocks (Qwen Code's reminders) change nothing.
+func TestJudgeLastTextPart(t *testing.T) {
+	file := "```main.go\npackage main\n\n// 1. routes\n// 2. middleware\n```\n"
+	reminder := "<system-reminder>ctx</system-reminder>"
+	tests := []struct {
+		name string
+		msg  UserMessage
+		want Judged
+	}{
+		{"one part", UserMessage{Text: "What is 2+2?"}, Judged{Words: Words{Text: "What is 2+2?"}}},
+		{"attached files, then the question", UserMessage{Text: file + file + "What is 2+2?", Lead: 2 * len(file)},
+			Judged{Words: Words{Text: "What is 2+2?", Aside: []Aside{aside(attachedName, 1, 2*len(file))}}}},
+		{"reminders, then the question", UserMessage{Text: reminder + "What is 2+2?", Lead: len(reminder)},
+			Judged{Words: Words{Text: "What is 2+2?", Aside: []Aside{aside("system-reminder", 1, len(reminder))}}}},
+		{"the task, then only blocks", UserMessage{Text: "<task>List the files</task>" + "<environment_details>x</environment_details>", Lead: len("<task>List the files</task>")},
+			Judged{Words: Words{Text: "List the files", Wrapper: "task", Aside: []Aside{aside("environment_details", 1, len("<environment_details>x</environment_details>"))}}}},
+		{"a lead past the text is ignored", UserMessage{Text: "hi", Lead: 10}, Judged{Words: Words{Text: "hi"}}},
+	}
+	b := NewBlocks(nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := false
+			got := b.Judge(func() (UserMessage, bool) {
+				if done {
+					return UserMessage{}, false
+				}
+				done = true
+				return tt.msg, true
+			})
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Judge mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	d := New(config.Classify{}, nil).Classify(func() func() (UserMessage, bool) {
+		done := false
+		return func() (UserMessage, bool) {
+			if done {
+				return UserMessage{}, false
+			}
+			done = true
+			return UserMessage{Text: file + "hi", Lead: len(file)}, true
+		}
+	}(), "")
+	if want := "ignored the text parts before the last (attached context), 59 B"; !slices.Contains(d.Reasons, want) {
+		t.Errorf("reasons %q, want %q among them", d.Reasons, want)
 	}
 }
 

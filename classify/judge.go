@@ -11,6 +11,9 @@ import (
 type UserMessage struct {
 	Text          string
 	Images, Files int
+	// Lead is where the last of several text parts starts in Text (0 for
+	// one): the parts before it are context the client attached.
+	Lead int
 }
 
 // Judged is what the classifier judges of a request: the words of the
@@ -75,7 +78,7 @@ func (b *Blocks) Judge(next func() (UserMessage, bool)) Judged {
 				return j
 			}
 		}
-		w := b.Words(m.Text)
+		w := b.lastPart(m)
 		if w.Text != "" || len(w.Aside) == 0 && m.Images == 0 && m.Files == 0 {
 			j.Words, j.Images, j.Files = w, m.Images, m.Files
 			return j
@@ -92,6 +95,28 @@ func (b *Blocks) Judge(next func() (UserMessage, bool)) Judged {
 		}
 	}
 }
+
+// lastPart reads the words of m. When m came as several text parts and
+// the ones before its last hold words of their own (not only injected
+// blocks), those are context the client attached, as Continue attaches
+// each @-mention (a file as a fenced block, a folder, docs) as a text part
+// before the user's words: only the last part is judged, and the earlier
+// ones are set aside whole. Clients whose earlier parts are only blocks
+// (Qwen Code's and Claude Code's reminders) are read as one text.
+func (b *Blocks) lastPart(m UserMessage) Words {
+	if m.Lead <= 0 || m.Lead >= len(m.Text) {
+		return b.Words(m.Text)
+	}
+	last := b.Words(m.Text[m.Lead:])
+	if last.Text == "" || b.Words(m.Text[:m.Lead]).Text == "" {
+		return b.Words(m.Text)
+	}
+	last.Aside = append(last.Aside, Aside{Name: attachedName, Count: 1, Bytes: m.Lead})
+	return last
+}
+
+// attachedName names, in Aside, the text parts before the last one.
+const attachedName = "attached context"
 
 // Names, in Aside, of the parts of a message other than its text.
 const (
@@ -203,6 +228,11 @@ func isSpace(r rune) bool {
 // asideReason says what was set aside of one name: "ignored 1
 // <system-reminder> block, 9.6 KB".
 func asideReason(a Aside) string {
+	if a.Name == attachedName {
+		// "ignored the text parts before the last (attached context), 3.1 KB"
+		b := append(make([]byte, 0, 80), "ignored the text parts before the last (attached context), "...)
+		return string(appendSize(b, a.Bytes))
+	}
 	b := make([]byte, 0, 64)
 	b = append(b, "ignored "...)
 	b = strconv.AppendInt(b, int64(a.Count), 10)
@@ -233,7 +263,7 @@ func partsReason(n int, name string) string {
 // appendAsideName writes a tag name in its brackets; the names of whole
 // messages ("AGENTS.md", "tool result") and of parts as they are.
 func appendAsideName(b []byte, name string) []byte {
-	if name == agentsMDName || name == toolResultName || name == aiderName || name == imagePartName || name == filePartName {
+	if name == agentsMDName || name == toolResultName || name == aiderName || name == imagePartName || name == filePartName || name == attachedName {
 		return append(b, name...)
 	}
 	b = append(b, '<')

@@ -10,6 +10,12 @@ type Message struct {
 	// an image, an OpenAI-compatible server for a file); nil for the text
 	// messages that are nearly all of them.
 	Parts []Part `json:"parts,omitempty"`
+	// Lead, in a user message whose content came as several text parts,
+	// is where the last of them starts in Content (0 otherwise): what
+	// comes before is context the client attached (Continue sends each
+	// @-mention as a text part before the user's own words), which the
+	// classifier sets aside. It is not sent to nodes.
+	Lead int `json:"lead,omitempty"`
 	// Reasoning is hidden thinking, kept apart from Content so it never
 	// leaks into a reply.
 	Reasoning  string     `json:"reasoning_content,omitempty"`

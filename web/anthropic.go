@@ -310,6 +310,11 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			}
 		}
 		cm.Content = strings.Join(texts, "\n")
+		if m.Role == "user" && len(texts) > 1 {
+			// Where the last text block starts: the blocks before it are
+			// what the client put before the user's words.
+			cm.Lead = len(cm.Content) - len(texts[len(texts)-1])
+		}
 		if m.Role == "user" && len(texts) == 0 && len(cm.Parts) == 0 {
 			continue // tool results only
 		}

@@ -136,6 +136,9 @@ func TestAgentClientsClassified(t *testing.T) {
 		// user messages.
 		{"aider-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
 		{"aider-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
+		// Continue: each @-mention a text part before the question's.
+		{"continue-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored the text parts before the last (attached context), 502 B"}},
+		{"continue-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored the text parts before the last (attached context), 502 B"}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},

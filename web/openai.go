@@ -61,6 +61,7 @@ type wireMessage struct {
 
 	text  string       // Content's text, set by decodeChatRequest
 	parts []chain.Part // Content's images and files
+	lead  int          // where its last text part starts (contentParts)
 }
 
 type wireToolCall struct {
@@ -123,11 +124,11 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		if m.Role == "tool" && m.ToolCallID == "" {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] has role tool but no tool_call_id", i)
 		}
-		text, parts, err := contentParts(m.Content, place{"messages", i, "content"}, m.Role == "user")
+		text, parts, lead, err := contentParts(m.Content, place{"messages", i, "content"}, m.Role == "user")
 		if err != nil {
 			return nil, err
 		}
-		req.Messages[i].text, req.Messages[i].parts = text, parts
+		req.Messages[i].text, req.Messages[i].parts, req.Messages[i].lead = text, parts, lead
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, invalid("n", "n must be 1 (got %d): the chain produces one answer", *req.N)
@@ -261,7 +262,7 @@ func (r *chatRequest) stop() ([]string, error) {
 func (r *chatRequest) toRunRequest() *chain.RunRequest {
 	msgs := make([]chain.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = chain.Message{Role: m.Role, Content: m.text, Parts: m.parts, ToolCallID: m.ToolCallID, Name: m.Name}
+		msgs[i] = chain.Message{Role: m.Role, Content: m.text, Parts: m.parts, Lead: m.lead, ToolCallID: m.ToolCallID, Name: m.Name}
 		for _, tc := range m.ToolCalls {
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chain.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}

@@ -68,59 +68,64 @@ func (p place) String() string {
 // contentParts reads a message content at where: a string, null, or an
 // array of parts, whose texts are joined and whose images and files come
 // back as parts (only when parts is set: a user message; elsewhere they
-// are refused).
-func contentParts(raw json.RawMessage, where place, parts bool) (string, []chain.Part, error) {
+// are refused). lead is where the last of several text parts starts in
+// the text (0 with one): what came before it is context a client attached
+// (Continue sends each @-mention as a text part before the user's own),
+// which classification sets aside.
+func contentParts(raw json.RawMessage, where place, parts bool) (text string, out []chain.Part, lead int, err error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil, nil
+		return "", nil, 0, nil
 	}
 	switch raw[0] {
 	case '"':
 		if s, ok := plainString(raw); ok {
-			return s, nil, nil
+			return s, nil, 0, nil
 		}
 		var s string
 		if err := unmarshal(raw, &s); err != nil {
 			param := where.String()
-			return "", nil, invalid(param, "%s: %v", param, err)
+			return "", nil, 0, invalid(param, "%s: %v", param, err)
 		}
-		return s, nil, nil
+		return s, nil, 0, nil
 	case '[':
 		param := where.String()
 		var list []wirePart
 		if err := json.Unmarshal(raw, &list); err != nil {
-			return "", nil, invalid(param, "%s: %v", param, errContentShape)
+			return "", nil, 0, invalid(param, "%s: %v", param, errContentShape)
 		}
 		var b strings.Builder
-		var out []chain.Part
 		for i, p := range list {
 			at := param + "[" + strconv.Itoa(i) + "]"
 			switch p.Type {
 			case "text", "input_text", "output_text":
+				if p.Text != "" {
+					lead = b.Len()
+				}
 				b.WriteString(p.Text)
 				continue
 			case "image_url", "input_image", "file", "input_file":
 			default:
-				return "", nil, invalid(at+".type", "%s has type %q: the proxy takes text, image and file parts", at, p.Type)
+				return "", nil, 0, invalid(at+".type", "%s has type %q: the proxy takes text, image and file parts", at, p.Type)
 			}
 			if !parts {
-				return "", nil, invalid(at, "%s is an image or a file: only user messages take them", at)
+				return "", nil, 0, invalid(at, "%s is an image or a file: only user messages take them", at)
 			}
 			part, err := p.part(at)
 			if err != nil {
-				return "", nil, err
+				return "", nil, 0, err
 			}
 			out = append(out, part)
 		}
-		return b.String(), out, nil
+		return b.String(), out, lead, nil
 	}
 	param := where.String()
-	return "", nil, invalid(param, "%s: %v", param, errContentShape)
+	return "", nil, 0, invalid(param, "%s: %v", param, errContentShape)
 }
 
 // contentText reads a content that takes text only (a tool's output).
 func contentText(raw json.RawMessage, where place) (string, error) {
-	text, _, err := contentParts(raw, where, false)
+	text, _, _, err := contentParts(raw, where, false)
 	return text, err
 }
 

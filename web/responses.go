@@ -191,11 +191,11 @@ func (r *responsesRequest) decodeInput() error {
 			if !responseRoles[it.Role] {
 				return invalid(param+".role", "invalid role %q in input[%d] (want system, developer, user or assistant)", it.Role, i)
 			}
-			text, parts, err := contentParts(it.Content, place{"input", i, "content"}, it.Role == "user")
+			text, parts, lead, err := contentParts(it.Content, place{"input", i, "content"}, it.Role == "user")
 			if err != nil {
 				return err
 			}
-			r.items = append(r.items, chain.Message{Role: it.Role, Content: text, Parts: parts})
+			r.items = append(r.items, chain.Message{Role: it.Role, Content: text, Parts: parts, Lead: lead})
 			open = -1
 			if it.Role == "assistant" {
 				open = len(r.items) - 1
