@@ -64,12 +64,17 @@ const (
 // Aider (aider/coders/*_prompts.py) appends its edit format's rules to the
 // user's last message, after a blank line, when the model is set to
 // reminder: user, its default. The rules start with one of these lines;
-// from there to the end the message is Aider's.
+// from there to the end the message is Aider's. The editor formats
+// (editor-diff, editor-diff-fenced, editor-whole) reuse the rules of the
+// format they edit with, and the final reminders (lazy_prompt,
+// overeager_prompt) come inside the rules; ask, architect and help modes
+// have no system_reminder, so nothing is appended to the question there.
 var aiderRules = []string{
-	"# *SEARCH/REPLACE block* Rules:", // editblock, editblock-fenced
+	"# *SEARCH/REPLACE block* Rules:", // editblock, editblock-fenced, editor-diff*
 	"# File editing rules:",           // udiff
 	"# V4A Diff Format Rules:",        // patch
-	"To suggest changes to a file you MUST return the entire content of the updated file.", // whole
+	"To suggest changes to a file you MUST return the entire content of the updated file.", // whole, editor-whole
+	"NEVER RETURN CODE!", // context mode (context_prompts.py)
 }
 
 const aiderName = "Aider's rules"

@@ -77,6 +77,7 @@ func TestWords(t *testing.T) {
 		{"Aider's rules after the question", "Explain the cache\n\n# *SEARCH/REPLACE block* Rules:\n\nEvery *SEARCH/REPLACE block* must use this format:\n1. a\n2. b",
 			Words{Text: "Explain the cache", Aside: []Aside{aside("Aider's rules", 1, 95)}}},
 		{"Aider's fenced rules", "Why?\n\n\n# *SEARCH/REPLACE block* Rules:\nx", Words{Text: "Why?", Aside: []Aside{aside("Aider's rules", 1, 36)}}},
+		{"Aider's context mode", "Add a retry to the upstream call\n\n\nNEVER RETURN CODE!\n", Words{Text: "Add a retry to the upstream call", Aside: []Aside{aside("Aider's rules", 1, 21)}}},
 		{"a rules heading of the user's own", "# File editing rules: what are they?", Words{Text: "# File editing rules: what are they?"}},
 		{"brackets that are no tool result", "[x] Results: fine", Words{Text: "[x] Results: fine"}},
 		{"markdown checkbox", "[ ] Result: todo", Words{Text: "[ ] Result: todo"}},
