@@ -201,7 +201,10 @@ func (e *chatEncoder) content(text, reasoning string) error {
 	}
 	d := delta{ReasoningContent: reasoning}
 	if text != "" || !e.roleSent {
-		d.Content = &text
+		// A copy: taking text's own address would move it to the heap on
+		// every call, the fast path's included (one allocation a chunk).
+		t := text
+		d.Content = &t
 	}
 	if !e.roleSent {
 		d.Role = "assistant"

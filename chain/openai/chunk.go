@@ -144,11 +144,7 @@ func (d *chunkDecoder) choices(sc *streamChunk) bool {
 		return true
 	}
 	for {
-		sc.Choices = append(sc.Choices, struct {
-			Index        int           `json:"index"`
-			Delta        answerMessage `json:"delta"`
-			FinishReason string        `json:"finish_reason"`
-		}{})
+		sc.Choices = append(sc.Choices, streamChoice{})
 		ch := &sc.Choices[len(sc.Choices)-1]
 		if !d.object(func(key []byte) bool {
 			switch string(key) {

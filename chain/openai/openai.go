@@ -334,6 +334,8 @@ type Stream struct {
 	usage  *chain.Usage
 	// model is the model the upstream says answered, read once.
 	model string
+	// choices is the last event's choices, whose array the next reuses.
+	choices []streamChoice
 }
 
 type pendingCall struct {
@@ -377,15 +379,18 @@ func (s *Stream) text(m *answerMessage) chain.Chunk {
 
 // streamChunk is the part of a chat.completion.chunk the proxy reads.
 type streamChunk struct {
-	Choices []struct {
-		Index        int           `json:"index"`
-		Delta        answerMessage `json:"delta"`
-		FinishReason string        `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *chain.Usage `json:"usage"`
+	Choices []streamChoice `json:"choices"`
+	Usage   *chain.Usage   `json:"usage"`
 	// Error is set by an event that reports a failure mid-stream, as
 	// OpenAI and vLLM send it: data: {"error": {"message": …}}.
 	Error json.RawMessage `json:"error"`
+}
+
+// streamChoice is one choice of a chat.completion.chunk.
+type streamChoice struct {
+	Index        int           `json:"index"`
+	Delta        answerMessage `json:"delta"`
+	FinishReason string        `json:"finish_reason"`
 }
 
 // eventError is an error event of the stream: the upstream's own message.
@@ -401,7 +406,9 @@ const maxToolCalls = 1024
 // content and reasoning at once; tool call fragments, the finish reason and
 // the usage are kept for Finish.
 func (s *Stream) Add(data []byte) (chain.Chunk, error) {
-	var sc streamChunk
+	// The choices' array is reused from event to event: decodeChunk
+	// overwrites each element it appends.
+	sc := streamChunk{Choices: s.choices[:0]}
 	var model *string
 	if s.model == "" {
 		model = &s.model // the first event that names it
@@ -410,6 +417,7 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	// which decodes these structs about four times faster than
 	// encoding/json.
 	if !decodeChunk(data, &sc, model) {
+		// The general decoder would merge into a reused element.
 		sc = streamChunk{}
 		if err := gojson.UnmarshalNoEscape(data, &sc); err != nil {
 			return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
@@ -418,6 +426,7 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	if msg := eventErrorMessage(sc.Error); msg != "" {
 		return chain.Chunk{}, &eventError{msg}
 	}
+	s.choices = sc.Choices
 	if sc.Usage != nil {
 		s.usage = sc.Usage
 	}
