@@ -9,7 +9,9 @@
 // and repeating, and prints a Markdown table and the issue's targets as
 // ratios within the run. It then checks that chunks are relayed as they
 // arrive, and holds 1,000 slow streams to measure the proxy's memory and
-// goroutines.
+// goroutines. Asked with -targets, it also drives a second proxy whose
+// store is a redis-server it starts, with and without a node limit shared
+// through Redis (targets shared and redis): the cost of shared admission.
 //
 //	go run ./bench/load                    # everything, about 3 minutes
 //	go run ./bench/load -profile /tmp/prof # also CPU profiles of both proxies
@@ -71,7 +73,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	var o options
 	conns := fs.String("conns", "1,8,32,256", "comma-separated client `connections` per cell")
-	targets := fs.String("targets", "direct,bare,proxy", "comma-separated targets to drive: direct (the upstream itself), bare, proxy (model \"A\": a plain relay to node A), simple (the same proxy with model \"chain/simple\": simple mode with the server tools)")
+	targets := fs.String("targets", "direct,bare,proxy", "comma-separated targets to drive: direct (the upstream itself), bare, proxy (model \"A\": a plain relay to node A), simple (the same proxy with model \"chain/simple\": simple mode with the server tools), shared (a second proxy with store.redis_url on a redis-server the harness starts, model \"L\": a relay to a node whose max_concurrency, too large to queue, is shared through Redis leases; skipped when redis-server is missing), redis (that second proxy with model \"A\": the Redis store without a limit, so that shared ÷ redis is the admission alone)")
 	modes := fs.String("modes", "non-stream,stream", "comma-separated modes to drive")
 	fs.StringVar(&o.repo, "repo", ".", "repository root (where ./cmd/proxy is)")
 	fs.StringVar(&o.proxyBin, "proxy-bin", "", "use this proxy binary instead of building ./cmd/proxy")
@@ -137,10 +139,10 @@ func parseTargets(targets, modes string) ([]string, []bool, error) {
 	var ts []string
 	for f := range strings.SplitSeq(targets, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "direct", "bare", "proxy", "simple":
+		case "direct", "bare", "proxy", "simple", "shared", "redis":
 			ts = append(ts, f)
 		default:
-			return nil, nil, fmt.Errorf("-targets: unknown target %q (want direct, bare, proxy, simple)", f)
+			return nil, nil, fmt.Errorf("-targets: unknown target %q (want direct, bare, proxy, simple, shared, redis)", f)
 		}
 	}
 	var ms []bool

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,7 +103,7 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 			delays = append(delays, d)
 		}
 	}
-	cfg := proxyConfig(up.addr, toolsRoot, delays)
+	cfg := proxyConfig(up.addr, toolsRoot, delays, "")
 	px, err := startProxy(ctx, "proxy", bin, cpu, dir, cfg, o.proxyLog, nil)
 	if err != nil {
 		return fail(err)
@@ -114,11 +116,35 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 		}
 		defer cand.stop()
 	}
+	// The shared and redis targets: a second proxy, its store a Redis of
+	// its own, started only when asked for.
+	var shared *proc
+	if slices.Contains(o.targets, "shared") || slices.Contains(o.targets, "redis") {
+		rd, err := startRedis(ctx, cpu, dir)
+		switch {
+		case errors.Is(err, errNoRedis):
+			logf("skipping targets shared and redis: %v", err)
+			o.targets = slices.DeleteFunc(o.targets, func(t string) bool { return t == "shared" || t == "redis" })
+		case err != nil:
+			return fail(err)
+		default:
+			defer rd.stop()
+			shared, err = startProxy(ctx, "shared", bin, cpu, dir, proxyConfig(up.addr, toolsRoot, delays, "redis://"+rd.addr+"/0"), o.proxyLog, nil)
+			if err != nil {
+				return fail(err)
+			}
+			defer shared.stop()
+		}
+	}
 	all := map[string]target{
 		"direct": {"direct", "http://" + up.addr, up.pid(), ""},
 		"bare":   {"bare", "http://" + bare.addr, bare.pid(), ""},
 		"proxy":  {"proxy", "http://" + px.addr, px.pid(), ""},
 		"simple": {"simple", "http://" + px.addr, px.pid(), "chain/simple"},
+	}
+	if shared != nil {
+		all["shared"] = target{"shared", "http://" + shared.addr, shared.pid(), "L"}
+		all["redis"] = target{"redis", "http://" + shared.addr, shared.pid(), ""}
 	}
 	if cand != nil {
 		all["candidate"] = target{"candidate", "http://" + cand.addr, cand.pid(), ""}
@@ -204,6 +230,7 @@ func orchestrate(ctx context.Context, o options, stdout, stderr io.Writer) error
 	px.stop()
 	bare.stop()
 	cand.stop()
+	shared.stop()
 	var slows []*slowResult
 	if o.slowStreams > 0 {
 		names := []string{"proxy", "bare"}

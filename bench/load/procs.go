@@ -125,7 +125,36 @@ func (p *proc) stop() {
 var (
 	roleListening  = regexp.MustCompile(`^listening (\S+)$`)
 	proxyListening = regexp.MustCompile(`^chainproxy listening on http://(\S+)$`)
+	// redisReady is the line redis-server logs (to stdout, with no
+	// logfile) once it accepts connections.
+	redisReady = regexp.MustCompile(`(Ready to accept connections)`)
 )
+
+// errNoRedis says that redis-server is not on PATH.
+var errNoRedis = errors.New("redis-server not found on PATH (install it, e.g. apt-get install redis-server)")
+
+// startRedis starts a redis-server without persistence on a free loopback
+// port; its addr is host:port.
+func startRedis(ctx context.Context, cpu, dir string) (*proc, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errNoRedis
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	p, err := startProc(ctx, "redis", cpu, dir, nil, redisReady, bin,
+		"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err != nil {
+		return nil, err
+	}
+	p.addr = addr
+	return p, nil
+}
 
 // buildProxy builds ./cmd/proxy into dir. With pprof set, an extra file is
 // overlaid into package main (the tree is not touched) that serves
@@ -177,17 +206,30 @@ func init() {
 }
 `
 
+// sharedLimit is node L's max_concurrency in the shared proxy: above any
+// -conns, so that no call queues and every call takes a lease and gives it
+// back.
+const sharedLimit = 100000
+
 // proxyConfig is the proxy's configuration for the bench: simple mode, one
 // OpenAI node per upstream delay, no admission limit, a scratch tools root.
-func proxyConfig(upstream, toolsRoot string, delays []time.Duration) string {
+// With redisURL, the store is that Redis and node L, the same relay as A,
+// has a max_concurrency shared through it.
+func proxyConfig(upstream, toolsRoot string, delays []time.Duration, redisURL string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "server:\n  addr: 127.0.0.1:0\nnodes:\n")
 	fmt.Fprintf(&b, "  - {name: A, provider: openai, base_url: \"http://%s/v1\", model: bench, max_concurrency: 0}\n", upstream)
+	if redisURL != "" {
+		fmt.Fprintf(&b, "  - {name: L, provider: openai, base_url: \"http://%s/v1\", model: bench, max_concurrency: %d}\n", upstream, sharedLimit)
+	}
 	for i, d := range delays {
 		fmt.Fprintf(&b, "  - {name: S%d, provider: openai, base_url: \"http://%s/v1\", model: \"bench@%s\", max_concurrency: 0}\n", i, upstream, d)
 	}
 	fmt.Fprintf(&b, "chain:\n  stages: [{node: A, max_turns: 4, tools: true}]\n  simple_node: A\n")
 	fmt.Fprintf(&b, "tools:\n  root: %q\n", toolsRoot)
+	if redisURL != "" {
+		fmt.Fprintf(&b, "store:\n  redis_url: %q\n", redisURL)
+	}
 	return b.String()
 }
 

@@ -82,6 +82,9 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 	p("- %d rounds × (%d modes × %d concurrencies × %d targets), each cell %s warm-up + %s measured; cells took %s",
 		o.rounds, len(o.modes), len(o.conns), len(o.targets), o.warmup, o.duration, env.cellsTook.Round(time.Second))
 	p("- targets: direct = the mock upstream itself; bare = httputil.ReverseProxy (body read whole first, 64 idle upstream connections); proxy = ./cmd/proxy with model \"A\", a plain relay to node A (no server tools); simple = the same proxy with model \"chain/simple\" (simple mode: server tools and their system prompt sent upstream)")
+	if slices.Contains(o.targets, "shared") || slices.Contains(o.targets, "redis") {
+		p("- shared = a second proxy with store.redis_url on a redis-server of its own (pinned with the servers), model \"L\": a relay to a node with max_concurrency %d, shared through Redis leases (a take and a give-back per call, nothing queues); redis = that proxy with model \"A\": the same Redis store (traces written to it) without a limit. redis-server's own CPU is not in the CPU/req column", sharedLimit)
+	}
 	p("- upstream answer: %d content chunks (one word each), then a finish chunk, the usage chunk when asked, and [DONE]; non-stream: one JSON chat.completion", chunkCount)
 	p("")
 	p("## Results\n")
@@ -92,7 +95,7 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 	for _, stream := range o.modes {
 		for _, conns := range o.conns {
 			direct := total[cell{"direct", stream, conns}]
-			for _, name := range []string{"direct", "bare", "proxy", "simple", "candidate"} {
+			for _, name := range []string{"direct", "bare", "proxy", "simple", "shared", "redis", "candidate"} {
 				m := total[cell{name, stream, conns}]
 				if m == nil {
 					continue
@@ -207,6 +210,29 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 				}), goal, verdict)
 		}
 	}
+	// Shared admission: context, not a goal. shared ÷ redis is the leases
+	// alone (both write traces to Redis); shared ÷ proxy adds the store.
+	for _, stream := range []bool{false, true} {
+		for _, conns := range o.conns {
+			x := total[cell{"shared", stream, conns}]
+			if x == nil {
+				continue
+			}
+			for _, base := range []string{"bare", "proxy", "redis"} {
+				b := total[cell{base, stream, conns}]
+				if b == nil || b.rps() == 0 {
+					continue
+				}
+				var per []string
+				for _, r := range rounds {
+					if rx, rb := r[cell{"shared", stream, conns}], r[cell{base, stream, conns}]; rx != nil && rb != nil && rb.rps() > 0 {
+						per = append(per, fmt.Sprintf("%.0f %%", 100*rx.rps()/rb.rps()))
+					}
+				}
+				p("| %s at %d conns: shared req/s ÷ %s req/s | %.0f %% | %s | (context: shared admission) | |", modeName(stream), conns, base, 100*x.rps()/b.rps(), strings.Join(per, ", "))
+			}
+		}
+	}
 	if sp := spreads["proxy"]; sp != nil {
 		ok := sp.errs == 0 && sp.bursts == 0 && len(sp.gaps) > 0
 		p("| chunks relayed as they arrive (upstream waits %s per chunk) | %d gaps < %s of %d | | 0 | %s |", o.spreadDelay, sp.bursts, o.spreadDelay/2, len(sp.gaps), yes(ok))
@@ -224,7 +250,7 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 		p("One stream at a time; the upstream waits %s before each of its %d chunks. A gap is the time between two content chunks reaching the client; a burst is a gap under %s (chunks held and released together).\n", o.spreadDelay, chunkCount, o.spreadDelay/2)
 		p("| target | streams | errors | content chunks | gap p50 | gap min | gap max | bursts | first→last p50 |")
 		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-		for _, name := range []string{"direct", "bare", "proxy", "simple", "candidate"} {
+		for _, name := range []string{"direct", "bare", "proxy", "simple", "shared", "redis", "candidate"} {
 			sp := spreads[name]
 			if sp == nil {
 				continue
