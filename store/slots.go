@@ -77,12 +77,15 @@ return 1
 `)
 
 // releaseScript gives a lease back, or leaves the queue, and tells the
-// waiters of every replica. KEYS[1] leases, KEYS[2] queue, KEYS[3] waiters'
+// waiters of every replica, when there are any: takeScript queues a caller
+// only when it finds no slot, in the same atomic step, so a slot freed
+// while the queue is empty is found by the next taker and nobody needs
+// waking, and no replica gets a message per call. KEYS[1] leases, KEYS[2] queue, KEYS[3] waiters'
 // deadlines; ARGV[1] id, ARGV[2] channel, ARGV[3] name.
 var releaseScript = redis.NewScript(`
 local n = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if n > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
+if n > 0 and redis.call('ZCARD', KEYS[2]) > 0 then redis.call('PUBLISH', ARGV[2], ARGV[3]) end
 return n
 `)
 
