@@ -114,7 +114,15 @@ func NewSlots(url string, lease time.Duration) (*Slots, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Slots{client: r.client, lease: lease, freed: map[string]chan struct{}{}, stop: stop, closed: make(chan struct{})}
-	go s.listen(ctx)
+	ps := s.client.Subscribe(ctx, slotFreedChan)
+	// Wait for the subscription to be in place, as go-redis advises before
+	// anything is published: a slot freed before it would wake nobody
+	// here. Bounded like every Redis call: with Redis down the
+	// subscription comes up by itself later, and waiters poll meanwhile.
+	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, _ = ps.Receive(rctx)
+	cancel()
+	go s.listen(ctx, ps)
 	return s, nil
 }
 
@@ -124,9 +132,8 @@ func (s *Slots) Lease() time.Duration { return s.lease }
 // listen wakes the local waiters of each name freed, on any replica. The
 // subscription reconnects by itself after an outage; waiters also poll, so
 // a message lost then only delays them. It exits when ctx ends (Close).
-func (s *Slots) listen(ctx context.Context) {
+func (s *Slots) listen(ctx context.Context, ps *redis.PubSub) {
 	defer close(s.closed)
-	ps := s.client.Subscribe(ctx, slotFreedChan)
 	defer ps.Close()
 	ch := ps.Channel()
 	for {
