@@ -16,8 +16,7 @@ import (
 // SDKs. Query strings (Claude Code's ?beta=true) are accepted and ignored.
 func (s *Server) messages(c *gin.Context) {
 	start := time.Now()
-	traceID := newTraceID()
-	c.Set("req_id", traceID)
+	traceID := s.begin(c, "/v1/messages")
 	body, err := s.readBody(c)
 	if err != nil {
 		s.reject(c, "body", err)
@@ -53,7 +52,7 @@ func (s *Server) messages(c *gin.Context) {
 	if len(wire.dropped) > 0 {
 		c.Header("X-Chain-Dropped-Tools", strings.Join(wire.dropped, ", "))
 	}
-	id := "msg_" + traceID
+	id := "msg_" + s.objectID(c, traceID)
 	fail := func(err error) { s.fail(c, err) }
 	var (
 		res       *chain.Result

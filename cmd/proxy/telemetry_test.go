@@ -542,6 +542,7 @@ telemetry: {endpoint: %q, protocol: grpc}
 		{"/api/chat", `{"model":"chain/simple","stream":false,"messages":[{"role":"user","content":"hi"}]}`, "POST /api/chat"},
 		{"/api/generate", `{"model":"chain/simple","stream":false,"prompt":"hi"}`, "POST /api/generate"},
 		{"/chat", `{"message":"hi","mode":"simple"}`, "POST /chat"},
+		{"/v1/messages", `{"model":"chain/simple","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`, "POST /v1/messages"},
 		{"/v1/chat/completions", `{"model":"chain/simple","messages":`, "POST /v1/chat/completions"},
 	}
 	ids := map[string]string{} // trace id → span name
