@@ -134,19 +134,11 @@ func (d *chunkDecoder) choices(sc *streamChunk) bool {
 		sc.Choices = nil
 		return true
 	}
-	if d.peek() != '[' {
-		return false
-	}
-	d.i++
 	sc.Choices = sc.Choices[:0]
-	if d.peek() == ']' {
-		d.i++
-		return true
-	}
-	for {
+	return d.array(func() bool {
 		sc.Choices = append(sc.Choices, streamChoice{})
 		ch := &sc.Choices[len(sc.Choices)-1]
-		if !d.object(func(key []byte) bool {
+		return d.object(func(key []byte) bool {
 			switch string(key) {
 			case "index":
 				return d.int(&ch.Index)
@@ -159,7 +151,23 @@ func (d *chunkDecoder) choices(sc *streamChunk) bool {
 				return false
 			}
 			return d.skip()
-		}) {
+		})
+	})
+}
+
+// array reads an array, calling elem positioned on each element, which
+// elem must read.
+func (d *chunkDecoder) array(elem func() bool) bool {
+	if d.peek() != '[' {
+		return false
+	}
+	d.i++
+	if d.peek() == ']' {
+		d.i++
+		return true
+	}
+	for {
+		if !elem() {
 			return false
 		}
 		switch d.peek() {
@@ -313,33 +321,9 @@ func (d *chunkDecoder) skipDepth(depth int) bool {
 		d.i = end
 		return ok
 	case c == '{':
-		if depth == maxSkipDepth {
-			return false
-		}
-		return d.object(func([]byte) bool { return d.skipDepth(depth + 1) })
+		return depth < maxSkipDepth && d.object(func([]byte) bool { return d.skipDepth(depth + 1) })
 	case c == '[':
-		if depth == maxSkipDepth {
-			return false
-		}
-		d.i++
-		if d.peek() == ']' {
-			d.i++
-			return true
-		}
-		for {
-			if !d.skipDepth(depth + 1) {
-				return false
-			}
-			switch d.peek() {
-			case ',':
-				d.i++
-			case ']':
-				d.i++
-				return true
-			default:
-				return false
-			}
-		}
+		return depth < maxSkipDepth && d.array(func() bool { return d.skipDepth(depth + 1) })
 	case c == 't':
 		return d.literal("true")
 	case c == 'f':
