@@ -305,7 +305,8 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 			return r.resume(ctx, st)
 		}
 	}
-	r.trace.Mode, r.trace.Reasons = e.decide(req, route)
+	var question string
+	r.trace.Mode, r.trace.Reasons, question = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
 	if r.trace.Mode == ModeReflexive {
@@ -328,7 +329,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 	}
 	r.trace.Stages = []StageTrace{}
-	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
+	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: question}); err != nil {
 		return nil, err
 	}
 	if route.Relay() {
@@ -341,18 +342,19 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	return r.reflexive(ctx)
 }
 
-// decide picks the mode and says why.
-func (e *Engine) decide(req *RunRequest, route Route) (string, []string) {
+// decide picks the mode and says why, with the user's words the
+// classifier judged when it ran.
+func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []string, judged string) {
 	switch {
 	case route.Node != "":
-		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}
+		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}, ""
 	case route.Mode != "":
-		return route.Mode, []string{"forced by model " + req.Model}
+		return route.Mode, []string{"forced by model " + req.Model}, ""
 	case req.ForcedMode != "":
-		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}
+		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}, ""
 	}
 	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
-	return d.Mode, d.Reasons
+	return d.Mode, d.Reasons, d.Text
 }
 
 // UserTexts returns a function that returns the user messages of msgs,

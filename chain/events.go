@@ -25,9 +25,12 @@ type Event struct {
 	// MaxTurns and Tools describe a starting stage.
 	MaxTurns int
 	Tools    bool
-	// Mode and Reasons describe the classification.
-	Mode    string
-	Reasons []string
+	// Mode and Reasons describe the classification; Question is the
+	// user's words the classifier judged ("" when it did not run: a
+	// relay, a forced mode).
+	Mode     string
+	Reasons  []string
+	Question string
 	// ToolUse is the tool call of an EventTool.
 	ToolUse *ToolUse
 	// StageTrace is the finished stage of an EventStageEnd.

@@ -95,6 +95,9 @@ type Decision struct {
 	// keywords (in order of appearance), category, tools (in order of
 	// appearance). A new slice per call; the caller may keep it.
 	Reasons []string
+	// Text is the user's words that were judged ("" for a client's own
+	// request): what names the request, its injected blocks set aside.
+	Text string
 }
 
 // pattern is a keyword or tool name, folded, with its reason precomputed.
@@ -274,7 +277,7 @@ func (c *Classifier) Classify(next func() (UserMessage, bool), category string) 
 	if n == 0 {
 		reasons := make([]string, 0, 1+about)
 		reasons = append(reasons, c.simpleReason(st.runes))
-		return Decision{Mode: ModeSimple, Reasons: j.reasons(reasons)}
+		return Decision{Mode: ModeSimple, Reasons: j.reasons(reasons), Text: j.Text}
 	}
 
 	reasons := make([]string, 0, n+about)
@@ -302,7 +305,7 @@ func (c *Classifier) Classify(next func() (UserMessage, bool), category string) 
 			reasons = append(reasons, p.reason)
 		}
 	}
-	return Decision{Mode: ModeReflexive, Reasons: j.reasons(reasons)}
+	return Decision{Mode: ModeReflexive, Reasons: j.reasons(reasons), Text: j.Text}
 }
 
 func (c *Classifier) simpleReason(n int) string {

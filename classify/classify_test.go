@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/text/unicode/norm"
 
 	"chainproxy/config"
@@ -67,6 +68,33 @@ func with(d Decision, message string, about ...string) Decision {
 	d.Reasons = append(d.Reasons, about...)
 	return d
 }
+
+// ignoreText leaves Decision.Text out of the tables that check modes and
+// reasons; TestClassifyText checks it.
+var ignoreText = cmpopts.IgnoreFields(Decision{}, "Text")
+
+// TestClassifyText: the decision carries the words judged, what names the
+// request (the traces list shows it), and none for a client's own request.
+func TestClassifyText(t *testing.T) {
+	tests := []struct {
+		name string
+		user []string // newest first
+		want string
+	}{
+		{"a reminder set aside", []string{"<system-reminder>ctx</system-reminder>\n  What is 2+2?  "}, "What is 2+2?"},
+		{"a later message with no words", []string{"<environment_context>cwd</environment_context>", "Compare Go and Rust"}, "Compare Go and Rust"},
+		{"a client's own request", []string{"Managed memory has TWO directories. Choose…", "What is 2+2?"}, ""},
+	}
+	c := New(config.Classify{}, nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := c.Classify(newestFirst(tt.user...), "").Text; got != tt.want {
+				t.Errorf("Text = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
 func reflexive(reasons ...string) Decision {
 	return Decision{Mode: ModeReflexive, Reasons: reasons}
 }
@@ -171,7 +199,7 @@ func TestClassifyDefaults(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // the Classifier is shared: -race checks it
 			got := c.Classify(one(tt.message), tt.category)
-			if diff := cmp.Diff(with(tt.want, tt.message), got); diff != "" {
+			if diff := cmp.Diff(with(tt.want, tt.message), got, ignoreText); diff != "" {
 				t.Errorf("Classify(%q, %q) mismatch (-want +got):\n%s", tt.message, tt.category, diff)
 			}
 		})
@@ -224,7 +252,7 @@ func TestClassifyConfigured(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := New(tt.cfg, tt.tools).Classify(one(tt.message), tt.category)
-			if diff := cmp.Diff(with(tt.want, tt.message), got); diff != "" {
+			if diff := cmp.Diff(with(tt.want, tt.message), got, ignoreText); diff != "" {
 				t.Errorf("Classify(%q, %q) with %+v mismatch (-want +got):\n%s", tt.message, tt.category, tt.cfg, diff)
 			}
 		})
@@ -237,7 +265,7 @@ func TestClassifyLongMessage(t *testing.T) {
 	msg := strings.Repeat("lorem ipsum ", 1000) + "compare"
 	want := with(reflexive(fmt.Sprintf("length %d ≥ 280", len(msg)), "keyword: compare"), msg)
 	for range 2 {
-		if diff := cmp.Diff(want, c.Classify(one(msg), "")); diff != "" {
+		if diff := cmp.Diff(want, c.Classify(one(msg), ""), ignoreText); diff != "" {
 			t.Fatalf("Classify(long) mismatch (-want +got):\n%s", diff)
 		}
 	}
@@ -355,7 +383,7 @@ func BenchmarkClassify300(b *testing.B) {
 	}
 	c := New(config.Classify{}, serverTools)
 	want := with(reflexive("length 300 ≥ 280", "keyword: compare"), message300)
-	if diff := cmp.Diff(want, c.Classify(one(message300), "")); diff != "" {
+	if diff := cmp.Diff(want, c.Classify(one(message300), ""), ignoreText); diff != "" {
 		b.Fatalf("Classify(message300) mismatch (-want +got):\n%s", diff)
 	}
 	b.ReportAllocs()

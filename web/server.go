@@ -29,7 +29,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/chain"
-	"chainproxy/classify"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
 )
@@ -112,7 +111,7 @@ func New(o Options) *Server {
 	for _, k := range o.Config.Server.AdminKeys {
 		s.admins = append(s.admins, []byte(k))
 	}
-	s.hub = newTraceHub(classify.NewBlocks(o.Config.Classify.IgnoreBlocks))
+	s.hub = newTraceHub()
 	if o.Tracing != nil {
 		s.tracer = o.Tracing.Tracer(tracerScope)
 	}

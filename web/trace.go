@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"chainproxy/chain"
-	"chainproxy/classify"
 )
 
 // encodeTrace encodes tr for a response, with each stage's output and
@@ -100,16 +99,12 @@ type traceHub struct {
 	order []string // ids, oldest first
 	subs  map[*traceSub]struct{}
 	now   func() time.Time
-	// blocks reads a request's question as the classifier does: an agent
-	// client's injected blocks (Claude Code's <system-reminder>) are not
-	// the question.
-	blocks *classify.Blocks
 }
 
 var _ chain.Watcher = (*traceHub)(nil)
 
-func newTraceHub(blocks *classify.Blocks) *traceHub {
-	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now, blocks: blocks}
+func newTraceHub() *traceHub {
+	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now}
 }
 
 // Watch implements chain.Watcher: a chain appears at its classification
@@ -131,7 +126,7 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 		if ev.Kind != chain.EventClassified {
 			return
 		}
-		it = h.add(req.TraceID, req.Caller, h.question(req.Messages), req.Client)
+		it = h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client)
 	}
 	tr := it.partial
 	if tr == nil || it.sum.Status != traceRunning {
@@ -366,16 +361,15 @@ func chainStatus(tr *chain.Trace, err error) string {
 	return status
 }
 
-// question is the first line of the words the classifier judges (the
-// newest user message that has words of the user's), capped.
-func (h *traceHub) question(msgs []chain.Message) string {
-	q := strings.TrimSpace(h.blocks.Judge(chain.UserTexts(msgs)).Text)
-	if q == "" {
-		// No words of the user's: the newest user message as it is.
-		for i := len(msgs) - 1; i >= 0 && q == ""; i-- {
-			if msgs[i].Role == "user" {
-				q = strings.TrimSpace(msgs[i].Content)
-			}
+// question is the first line of judged, the user's words the classifier
+// judged (an agent client's injected blocks set aside), or when it did not
+// run, of the last user message; capped.
+func question(judged string, msgs []chain.Message) string {
+	q := strings.TrimSpace(judged)
+	for i := len(msgs) - 1; i >= 0 && q == ""; i-- {
+		if msgs[i].Role == "user" {
+			q = strings.TrimSpace(msgs[i].Content)
+			break
 		}
 	}
 	if line, _, ok := strings.Cut(q, "\n"); ok {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"chainproxy/chain"
-	"chainproxy/classify"
 	"chainproxy/config"
 )
 
@@ -260,21 +259,20 @@ func TestChainStatus(t *testing.T) {
 func TestQuestion(t *testing.T) {
 	long := strings.Repeat("é", 150) // 300 bytes
 	tests := []struct {
-		name string
-		msgs []chain.Message
-		want string
+		name   string
+		judged string // what the classifier judged, "" when it did not run
+		msgs   []chain.Message
+		want   string
 	}{
-		{"the last user message's first line", []chain.Message{{Role: "user", Content: "old"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "  new\nmore"}}, "new"},
-		{"tool results after it", []chain.Message{{Role: "user", Content: "q"}, {Role: "assistant"}, {Role: "tool", Content: "sunny"}}, "q"},
-		{"capped on a rune boundary", []chain.Message{{Role: "user", Content: long}}, strings.Repeat("é", 100) + "…"},
-		{"none", []chain.Message{{Role: "system", Content: "s"}}, ""},
-		{"an agent's reminder set aside", []chain.Message{{Role: "user", Content: "<system-reminder>\nThe skills you may use…\n</system-reminder>\nWhat is 2+2?"}}, "What is 2+2?"},
-		{"only a reminder: the message as it is", []chain.Message{{Role: "user", Content: "<system-reminder>x</system-reminder>"}}, "<system-reminder>x</system-reminder>"},
+		{"the last user message's first line", "", []chain.Message{{Role: "user", Content: "old"}, {Role: "assistant", Content: "a"}, {Role: "user", Content: "  new\nmore"}}, "new"},
+		{"tool results after it", "", []chain.Message{{Role: "user", Content: "q"}, {Role: "assistant"}, {Role: "tool", Content: "sunny"}}, "q"},
+		{"capped on a rune boundary", "", []chain.Message{{Role: "user", Content: long}}, strings.Repeat("é", 100) + "…"},
+		{"none", "", []chain.Message{{Role: "system", Content: "s"}}, ""},
+		{"the judged words first", "What is 2+2?\nmore", []chain.Message{{Role: "user", Content: "<system-reminder>x</system-reminder>\nWhat is 2+2?"}}, "What is 2+2?"},
 	}
-	h := newTraceHub(classify.NewBlocks(nil))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := h.question(tt.msgs); got != tt.want {
+			if got := question(tt.judged, tt.msgs); got != tt.want {
 				t.Errorf("question = %q, want %q", got, tt.want)
 			}
 		})
@@ -284,10 +282,34 @@ func TestQuestion(t *testing.T) {
 	}
 }
 
+// TestTracesListTheJudgedQuestion: an agent's chain is listed under the
+// words the classifier judged, not its injected blocks.
+func TestTracesListTheJudgedQuestion(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	body := `{"model":"chain/auto","messages":[{"role":"user","content":"<system-reminder>\nThe skills you may use.\n</system-reminder>\nWhat is 2+2?"}]}`
+	if resp := s.post(t, "/v1/chat/completions", body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, readAll(t, resp.Body))
+	}
+	resp, err := http.Get(s.URL + "/v1/chain/traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []traceSummary `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) != 1 {
+		t.Fatalf("list %+v, err %v", list, err)
+	}
+	if q := list.Data[0].Question; q != "What is 2+2?" {
+		t.Errorf("question %q, want the words judged", q)
+	}
+}
+
 // TestTraceHubKeepsTheLast: the list holds the last traceListCap chains,
 // the oldest going first.
 func TestTraceHubKeepsTheLast(t *testing.T) {
-	h := newTraceHub(classify.NewBlocks(nil))
+	h := newTraceHub()
 	for i := range traceListCap + 3 {
 		h.Watch(&chain.RunRequest{TraceID: fmt.Sprint(i)}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	}
@@ -301,7 +323,7 @@ func TestTraceHubKeepsTheLast(t *testing.T) {
 // ended (a client's traceparent shared by several requests) is listed in
 // its place, live, once.
 func TestTraceHubRelistsAnEndedID(t *testing.T) {
-	h := newTraceHub(classify.NewBlocks(nil))
+	h := newTraceHub()
 	first := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "first"}}}
 	h.Watch(first, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	h.Watch(&chain.RunRequest{TraceID: "other"}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
