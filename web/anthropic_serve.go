@@ -17,17 +17,8 @@ import (
 func (s *Server) messages(c *gin.Context) {
 	start := time.Now()
 	traceID := s.begin(c, "/v1/messages")
-	body, err := s.readBody(c)
-	if err != nil {
-		s.reject(c, "body", err)
-		return
-	}
-	wire, err := decodeMessagesRequest(body)
-	if err == nil {
-		err = checkMessagesLimits(wire, s.cfg.Server.MaxMessages)
-	}
-	if err != nil {
-		s.reject(c, "invalid request", err)
+	wire, ok := readWire(s, c, decodeMessagesRequest, checkMessagesLimits)
+	if !ok {
 		return
 	}
 	route, err := s.engine.Resolve(wire.Model)
@@ -78,17 +69,8 @@ func (s *Server) messages(c *gin.Context) {
 // for the node that would receive it.
 func (s *Server) countTokens(c *gin.Context) {
 	start := time.Now()
-	body, err := s.readBody(c)
-	if err != nil {
-		s.reject(c, "body", err)
-		return
-	}
-	wire, err := decodeMessagesRequest(body)
-	if err == nil {
-		err = checkMessagesLimits(wire, s.cfg.Server.MaxMessages)
-	}
-	if err != nil {
-		s.reject(c, "invalid request", err)
+	wire, ok := readWire(s, c, decodeMessagesRequest, checkMessagesLimits)
+	if !ok {
 		return
 	}
 	n, err := s.engine.CountTokens(c.Request.Context(), wire.Model, wire.msgs, wire.tools)

@@ -20,17 +20,8 @@ import (
 func (s *Server) chatCompletions(c *gin.Context) {
 	start := time.Now()
 	traceID := s.begin(c, "/v1/chat/completions")
-	body, err := s.readBody(c)
-	if err != nil {
-		s.reject(c, "body", err)
-		return
-	}
-	wire, err := decodeChatRequest(body)
-	if err == nil {
-		err = checkLimits(wire, s.cfg.Server.MaxMessages)
-	}
-	if err != nil {
-		s.reject(c, "invalid request", err)
+	wire, ok := readWire(s, c, decodeChatRequest, checkLimits)
+	if !ok {
 		return
 	}
 	route, err := s.engine.Resolve(wire.Model)

@@ -18,17 +18,8 @@ import (
 func (s *Server) responses(c *gin.Context) {
 	start := time.Now()
 	traceID := s.begin(c, "/v1/responses")
-	body, err := s.readBody(c)
-	if err != nil {
-		s.reject(c, "body", err)
-		return
-	}
-	wire, err := decodeResponsesRequest(body)
-	if err == nil {
-		err = checkResponsesLimits(wire, s.cfg.Server.MaxMessages)
-	}
-	if err != nil {
-		s.reject(c, "invalid request", err)
+	wire, ok := readWire(s, c, decodeResponsesRequest, checkResponsesLimits)
+	if !ok {
 		return
 	}
 	route, err := s.engine.Resolve(wire.Model)
