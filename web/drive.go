@@ -52,6 +52,7 @@ type encoder interface {
 // status, written by failPre in the front's error shape. It returns the
 // result and the trace as encoded for the store.
 func (s *Server) streamRun(c *gin.Context, req *chain.RunRequest, w *sseWriter, enc encoder, failPre func(error)) (*chain.Result, []byte, error) {
+	defer w.release() // nothing writes to w once the run is over (drive)
 	mode := ""
 	where := "starting"
 	w.header = func(h http.Header) { h.Set("X-Chain-Mode", mode) }

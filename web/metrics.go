@@ -3,6 +3,7 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,55 @@ type Metrics struct {
 	upstream  *prometheus.CounterVec
 	queueWait *prometheus.HistogramVec
 	fitting   *prometheus.CounterVec
+
+	// The series every request touches, found once by their labels:
+	// finding one by label values hashes them each time, and a relay
+	// touches five. Both sets are bounded: routes, modes, statuses,
+	// nodes and stage statuses are the proxy's own.
+	bySeries sync.Map // requestKey → *requestSeries
+	byStage  sync.Map // stageKey → *stageSeries
+}
+
+type requestKey struct {
+	route, mode string
+	status      int
+}
+
+type requestSeries struct {
+	requests      prometheus.Counter
+	duration, own prometheus.Observer
+}
+
+type stageKey struct{ node, status string }
+
+type stageSeries struct {
+	turns  prometheus.Observer
+	stages prometheus.Counter
+}
+
+func (m *Metrics) request(route, mode string, status int) *requestSeries {
+	k := requestKey{route, mode, status}
+	if v, ok := m.bySeries.Load(k); ok {
+		return v.(*requestSeries)
+	}
+	v, _ := m.bySeries.LoadOrStore(k, &requestSeries{
+		requests: m.requests.WithLabelValues(route, mode, strconv.Itoa(status)),
+		duration: m.duration.WithLabelValues(route, mode),
+		own:      m.own.WithLabelValues(route, mode),
+	})
+	return v.(*requestSeries)
+}
+
+func (m *Metrics) stage(node, status string) *stageSeries {
+	k := stageKey{node, status}
+	if v, ok := m.byStage.Load(k); ok {
+		return v.(*stageSeries)
+	}
+	v, _ := m.byStage.LoadOrStore(k, &stageSeries{
+		turns:  m.turns.WithLabelValues(node),
+		stages: m.stages.WithLabelValues(node, status),
+	})
+	return v.(*stageSeries)
 }
 
 // NewMetrics registers the metrics. queued, when set, reports the queue
@@ -161,17 +211,19 @@ func (m *Metrics) observeRejected(route string, status int) {
 }
 
 func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace) {
-	m.requests.WithLabelValues(route, mode, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route, mode).Observe(d.Seconds())
+	rs := m.request(route, mode, status)
+	rs.requests.Inc()
+	rs.duration.Observe(d.Seconds())
 	if upstream > 0 {
-		m.own.WithLabelValues(route, mode).Observe(max(d-upstream, 0).Seconds())
+		rs.own.Observe(max(d-upstream, 0).Seconds())
 	}
 	if tr == nil {
 		return
 	}
 	for _, st := range tr.Stages {
-		m.turns.WithLabelValues(st.Node).Observe(float64(st.Turns))
-		m.stages.WithLabelValues(st.Node, st.Status).Inc()
+		ss := m.stage(st.Node, st.Status)
+		ss.turns.Observe(float64(st.Turns))
+		ss.stages.Inc()
 		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline || st.Status == chain.StageSkippedContext {
 			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
 		}

@@ -29,8 +29,9 @@ type sseWriter struct {
 	last time.Time
 	// hold keeps what is written in buf, to go out with the next write
 	// that is not held: see drive.
-	hold bool
-	buf  []byte
+	hold   bool
+	buf    []byte
+	pooled *[]byte // where buf goes back to sseBufs (release)
 	// deadline is when the write deadline was last pushed back; nil error
 	// from the controller means deadlines are supported.
 	deadline   time.Time
@@ -43,7 +44,26 @@ type sseWriter struct {
 const writeTimeout = 30 * time.Second
 
 func newSSE(w gin.ResponseWriter) *sseWriter {
-	return &sseWriter{w: w, rc: http.NewResponseController(w)}
+	p := sseBufs.Get().(*[]byte)
+	return &sseWriter{w: w, rc: http.NewResponseController(w), buf: (*p)[:0], pooled: p}
+}
+
+// sseBufs holds the writers' buffers between streams: a streamed answer
+// grows one to a few KiB, which would otherwise be allocated again, chunk
+// by chunk, on every stream (most of a relayed stream's garbage).
+var sseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledSSE is the largest buffer given back: one that a long reasoning
+// burst grew further is left to the collector.
+const maxPooledSSE = 64 << 10
+
+// release gives the buffer back; the writer must not be used after it.
+func (s *sseWriter) release() {
+	if s.pooled != nil && cap(s.buf) <= maxPooledSSE {
+		*s.pooled = s.buf[:0]
+		sseBufs.Put(s.pooled)
+	}
+	s.buf, s.pooled = nil, nil
 }
 
 // start commits the 200 and the stream's headers.

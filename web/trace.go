@@ -110,7 +110,9 @@ func newTraceHub() *traceHub {
 // Watch implements chain.Watcher: a chain appears at its classification
 // and its stages as they start, turn, call tools and end.
 func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
-	if req.TraceID == "" {
+	if req.TraceID == "" || ev.Kind == chain.EventDelta {
+		// The answer's text is not listed: a delta, most of a stream's
+		// events, changes nothing here, and must not take the lock.
 		return
 	}
 	h.mu.Lock()

@@ -53,6 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logFormat := fs.String("log-format", "text", "log format: text or json")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	logPrompts := fs.Bool("log-prompts", false, "log prompts and tool results (at debug level)")
+	logBatch := fs.Duration("log-batch", 50*time.Millisecond, "write log lines together, each at most this late (0: each line at once)")
 	showVersion := fs.Bool("version", false, "print the version (from the build info) and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -61,7 +62,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version())
 		return 0
 	}
-	logger, err := newLogger(stderr, *logFormat, *logLevel)
+	logOut, flushLog := stderr, func() {}
+	if *logBatch > 0 {
+		lines := newBatchWriter(stderr, *logBatch)
+		logOut, flushLog = lines, func() { _ = lines.Flush() }
+		defer flushLog()
+	}
+	logger, err := newLogger(logOut, *logFormat, *logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -89,6 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = errors.Join(err, checkExposure(cfg.Server))
 	}
 	if err != nil {
+		flushLog() // the warnings logged so far come first
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
