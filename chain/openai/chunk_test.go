@@ -95,3 +95,63 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		}
 	}
 }
+
+// TestChunkTemplate: after a content event read whole, the next one is
+// read through the template only when it is that event with another plain
+// text, and then as the general decoder reads it.
+func TestChunkTemplate(t *testing.T) {
+	const first = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}]}`
+	for _, tc := range []struct {
+		name, learned, next string
+		match               bool
+	}{
+		{"another word", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":" world, again"},"logprobs":null,"finish_reason":null}]}`, true},
+		{"empty text", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":""},"logprobs":null,"finish_reason":null}]}`, true},
+		{"unicode text", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":"été ☀"},"logprobs":null,"finish_reason":null}]}`, true},
+		{"spaces around", ` {"choices" : [ {"index":0, "delta": {"content" : "a" } } ] } `, ` {"choices" : [ {"index":0, "delta": {"content" : "bcd" } } ] } `, true},
+		{"an escape", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":"line\n"},"logprobs":null,"finish_reason":null}]}`, false},
+		{"a second key between", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":"a","content":"b"},"logprobs":null,"finish_reason":null}]}`, false},
+		{"null text", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":null},"logprobs":null,"finish_reason":null}]}`, false},
+		{"finish reason", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":null,"finish_reason":"stop"}]}`, false},
+		{"new created", first, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689601,"model":"m","choices":[{"index":0,"delta":{"content":"x"},"logprobs":null,"finish_reason":null}]}`, false},
+		{"learned from an escaped text", `{"choices":[{"index":0,"delta":{"content":"\n"}}]}`, `{"choices":[{"index":0,"delta":{"content":"x"}}]}`, false},
+		{"learned from reasoning", `{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}`, `{"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}`, false},
+		{"learned from two choices", `{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{}}]}`, `{"choices":[{"index":0,"delta":{"content":"b"}},{"index":1,"delta":{}}]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Stream{model: "m"}
+			var sc streamChunk
+			if !s.decode([]byte(tc.learned), &sc, nil) {
+				t.Fatalf("the learned event was not decoded: %s", tc.learned)
+			}
+			var got streamChunk
+			if match := s.tmpl.match([]byte(tc.next), &got); match != tc.match {
+				t.Fatalf("template match = %v, want %v", match, tc.match)
+			}
+			got = streamChunk{}
+			if s.decode([]byte(tc.next), &got, nil) {
+				checkSameAsGeneral(t, []byte(tc.next), got)
+			}
+		})
+	}
+}
+
+// FuzzChunkTemplate: whatever two events the upstream sends in a row, the
+// second is read as the general decoder reads it, template or not.
+func FuzzChunkTemplate(f *testing.F) {
+	for _, a := range chunkSeeds {
+		for _, b := range chunkSeeds[:6] {
+			f.Add([]byte(a.data), []byte(b.data))
+		}
+	}
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`), []byte(`{"choices":[{"index":0,"delta":{"content":"b\"}},{\"x"}}]}`))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		s := Stream{model: "m"}
+		var sc streamChunk
+		s.decode(a, &sc, nil)
+		var got streamChunk
+		if s.decode(b, &got, nil) {
+			checkSameAsGeneral(t, b, got)
+		}
+	})
+}

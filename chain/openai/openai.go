@@ -336,6 +336,8 @@ type Stream struct {
 	model string
 	// choices is the last event's choices, whose array the next reuses.
 	choices []streamChoice
+	// tmpl reads content events like the last one read whole.
+	tmpl chunkTemplate
 }
 
 type pendingCall struct {
@@ -416,7 +418,7 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	// Most events are read by decodeChunk; the others by goccy/go-json,
 	// which decodes these structs about four times faster than
 	// encoding/json.
-	if !decodeChunk(data, &sc, model) {
+	if !s.decode(data, &sc, model) {
 		// The general decoder would merge into a reused element.
 		sc = streamChunk{}
 		if err := gojson.UnmarshalNoEscape(data, &sc); err != nil {
@@ -458,6 +460,20 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 		}
 	}
 	return c, nil
+}
+
+// decode reads the usual event, through the template when it fits: once
+// the answering model is known (model nil), content events differ only in
+// their text.
+func (s *Stream) decode(data []byte, sc *streamChunk, model *string) bool {
+	if model == nil && s.tmpl.match(data, sc) {
+		return true
+	}
+	span, ok := decodeChunkSpan(data, sc, model)
+	if ok && model == nil {
+		s.tmpl.learn(data, sc, span)
+	}
+	return ok
 }
 
 // addArgs appends a fragment of arguments to pc, up to MaxArgs+1 bytes,
