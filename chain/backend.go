@@ -43,6 +43,43 @@ type Tool struct {
 	// where they come in (the client's request, the registry, the
 	// configuration), not again by backends on every call.
 	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Declaration is the tool as backends send it (ToolDeclaration),
+	// encoded once: the engine sets it on the server tools, whose
+	// declarations do not change from call to call, so that a schema is
+	// not encoded again on every call (most of encoding a simple-mode
+	// request). Empty for a client's tools, which backends encode.
+	Declaration json.RawMessage `json:"-"`
+}
+
+// emptyParameters is sent for a tool declared without parameters: OpenAI
+// accepts a function without them, but several compatible servers do not.
+var emptyParameters = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// ToolDeclaration encodes t as OpenAI's function tool,
+// {"type":"function","function":{"name","description","parameters"}}, the
+// shape Ollama's API takes too. The parameters are written as they are:
+// valid JSON by Tool's contract.
+func ToolDeclaration(t Tool) json.RawMessage {
+	params := emptyParameters
+	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
+		params = t.Parameters
+	}
+	b := make([]byte, 0, 64+len(t.Name)+len(t.Description)+len(params))
+	b = append(b, `{"type":"function","function":{"name":`...)
+	b = appendQuoted(b, t.Name)
+	if t.Description != "" {
+		b = append(b, `,"description":`...)
+		b = appendQuoted(b, t.Description)
+	}
+	b = append(b, `,"parameters":`...)
+	b = append(b, params...)
+	return append(b, "}}"...)
+}
+
+// appendQuoted appends s as a JSON string, as encoding/json writes it.
+func appendQuoted(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
 }
 
 // Params are the sampling options forwarded to a model. Nil means unset.

@@ -47,7 +47,9 @@ func (e *Engine) newToolView() *toolView {
 		tv.version = v.ToolsVersion() // before Specs: a change between them triggers another rebuild
 	}
 	for _, s := range e.runner.Specs() {
-		tv.specs = append(tv.specs, Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+		t := Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+		t.Declaration = ToolDeclaration(t)
+		tv.specs = append(tv.specs, t)
 		tv.names = append(tv.names, s.Name)
 	}
 	return tv

@@ -755,3 +755,67 @@ func TestChatRequestParts(t *testing.T) {
 		t.Errorf("messages\n%s\nwant\n%s", raw, want)
 	}
 }
+
+// TestRequestTools: the tools go upstream as OpenAI's function tools, a
+// server tool's declaration as the engine encoded it, a client's encoded
+// for the call, and the body stays one valid JSON object.
+func TestRequestTools(t *testing.T) {
+	server := chain.Tool{Name: "read_file", Description: "Reads <a> file & more", Parameters: json.RawMessage(`{"type": "object", "properties": {"path": {"type": "string"}}}`)}
+	server.Declaration = chain.ToolDeclaration(server)
+	req := &chain.Request{Model: "m", Messages: []chain.Message{{Role: "user", Content: "hi"}}, Tools: []chain.Tool{
+		server,
+		{Name: "lookup", Parameters: json.RawMessage(`null`)},
+		{Name: `say "hi"`, Description: "no parameters"},
+	}}
+	body, err := newChatRequest(req).encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Model string `json:"model"`
+		Tools []struct {
+			Type     string `json:"type"`
+			Function struct {
+				Name        string          `json:"name"`
+				Description *string         `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+	}
+	var whole map[string]json.RawMessage
+	if err := json.Unmarshal(body, &whole); err != nil {
+		t.Fatalf("body is not one JSON object: %v\n%s", err, body)
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Model != "m" || len(got.Tools) != 3 {
+		t.Fatalf("model %q, %d tools: %s", got.Model, len(got.Tools), body)
+	}
+	for i, want := range []struct{ name, desc, params string }{
+		{"read_file", "Reads <a> file & more", `{"type":"object","properties":{"path":{"type":"string"}}}`},
+		{"lookup", "", `{"type":"object","properties":{}}`},
+		{`say "hi"`, "no parameters", `{"type":"object","properties":{}}`},
+	} {
+		f := got.Tools[i].Function
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, f.Parameters); err != nil {
+			t.Fatal(err)
+		}
+		desc := ""
+		if f.Description != nil {
+			desc = *f.Description
+		}
+		if got.Tools[i].Type != "function" || f.Name != want.name || desc != want.desc || compact.String() != want.params {
+			t.Errorf("tools[%d] = %s %q %q %s, want function %q %q %s", i, got.Tools[i].Type, f.Name, desc, compact.String(), want.name, want.desc, want.params)
+		}
+		if want.desc == "" && f.Description != nil {
+			t.Errorf("tools[%d]: an empty description is sent", i)
+		}
+	}
+	// Without tools, no "tools" member at all.
+	body, err = newChatRequest(&chain.Request{Model: "m", Messages: req.Messages}).encode()
+	if err != nil || bytes.Contains(body, []byte(`"tools"`)) {
+		t.Errorf("a request without tools: %s, %v", body, err)
+	}
+}
