@@ -81,6 +81,7 @@ type Server struct {
 	hub      *traceHub
 	loopback bool            // bound to loopback only: Host is checked
 	redact   redact.Redactor // masks configured secrets in error text
+	prompts  promptMemo      // the stored traces' prompts, masked
 	// drained ends when streams must end (Drain); drain ends it.
 	drained   context.Context
 	drain     context.CancelFunc
@@ -122,6 +123,7 @@ func New(o Options) *Server {
 	if s.redact.Empty() {
 		s.redact = redact.FromConfig(o.Config)
 	}
+	s.prompts = promptMemo{redact: s.redact.String, m: map[string]string{}}
 	s.models, s.model = s.modelList()
 	s.loopback = LoopbackAddr(o.Config.Server.Addr)
 	s.drained, s.drain = context.WithCancel(context.Background())
@@ -362,7 +364,7 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 	var err error
 	if tr.HasPrompts() {
 		// The stored trace also says what each model call was sent.
-		full := tr.WithPrompts(s.redact.String)
+		full := tr.WithPrompts(s.prompts.String)
 		traceJSON, err = marshal(&full)
 	} else if traceJSON == nil {
 		traceJSON, err = marshal(tr)
@@ -387,6 +389,47 @@ func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace
 	if err != nil {
 		s.log.Warn("storing trace", "req_id", id, "err", err)
 	}
+}
+
+// promptMemo masks the prompts a stored trace shows, remembering the texts
+// it masked last: every simple or chain request sends the same system
+// prompt, and a conversation resends its history, so most texts were
+// masked by an earlier request (masking looks for every secret and pattern
+// in up to chain.PromptCap bytes a message). At most promptMemoCap texts
+// are kept, copies, so that a key does not hold a request's body.
+type promptMemo struct {
+	redact func(string) string
+	mu     sync.Mutex
+	m      map[string]string
+}
+
+const (
+	promptMemoCap = 256
+	promptMemoMin = 128 // shorter texts are masked again: cheaper than a copy
+)
+
+func (p *promptMemo) String(s string) string {
+	if len(s) < promptMemoMin {
+		return p.redact(s)
+	}
+	p.mu.Lock()
+	c, ok := p.m[s]
+	p.mu.Unlock()
+	if ok {
+		return c
+	}
+	c = p.redact(s)
+	k := strings.Clone(s)
+	if c == s {
+		c = k // nothing masked: c is s, which may be part of a request body
+	}
+	p.mu.Lock()
+	if len(p.m) >= promptMemoCap {
+		clear(p.m)
+	}
+	p.m[k] = c
+	p.mu.Unlock()
+	return c
 }
 
 // getTrace serves GET /v1/chain/traces/{id}: the stored trace, or for a
