@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	gojson "github.com/goccy/go-json"
+
+	"chainproxy/chain"
 )
 
 // decodeChunk decodes the usual event of a chat stream into sc: choices
@@ -18,7 +20,7 @@ import (
 // answering model, for the call's span).
 //
 // It reports false, having written nothing a caller may use, for anything
-// it does not read itself: tool calls, usage, an error event, a key that
+// it does not read itself: tool calls, an error event, a key that
 // matches a read field only case-insensitively (as encoding/json would
 // match it), a number or literal out of its grammar, nesting deeper than
 // maxSkipDepth. The caller then decodes the event with the general
@@ -46,8 +48,10 @@ func decodeChunkSpan(data []byte, sc *streamChunk, model *string) (contentSpan, 
 			}
 			choices = true
 			return d.choices(sc)
+		case string(key) == "usage":
+			// null in a content chunk; the counts in the last one.
+			return d.usage(sc)
 		case foldsTo(key, "usage"):
-			// null is its usual value in a content chunk.
 			return d.null()
 		case foldsTo(key, "error"):
 			if !d.null() {
@@ -163,6 +167,34 @@ func (d *chunkDecoder) choices(sc *streamChunk) bool {
 			}
 			return d.skip()
 		})
+	})
+}
+
+// usage reads the usage object, or null. A second one, which the general
+// decoder would merge into the first, is left to it.
+func (d *chunkDecoder) usage(sc *streamChunk) bool {
+	if d.null() {
+		sc.Usage = nil
+		return true
+	}
+	if sc.Usage != nil {
+		return false
+	}
+	u := &chain.Usage{}
+	sc.Usage = u
+	return d.object(func(key []byte) bool {
+		switch string(key) {
+		case "prompt_tokens":
+			return d.int(&u.PromptTokens)
+		case "completion_tokens":
+			return d.int(&u.CompletionTokens)
+		case "total_tokens":
+			return d.int(&u.TotalTokens)
+		}
+		if foldsTo(key, "prompt_tokens", "completion_tokens", "total_tokens") {
+			return false
+		}
+		return d.skip() // prompt_tokens_details and the like
 	})
 }
 
