@@ -16,30 +16,41 @@ const OutputCap = 4 << 10
 func (t *Trace) Capped(n int) (Trace, bool) {
 	out := *t
 	cut := false
-	for i, s := range t.Stages {
-		if len(s.Output) <= n && len(s.Reasoning) <= n {
+	for i := range t.Stages {
+		c, ok := t.Stages[i].Capped(n)
+		if !ok {
 			continue
 		}
 		if !cut {
 			out.Stages = append([]StageTrace(nil), t.Stages...)
 			cut = true
 		}
-		c := &out.Stages[i]
-		var note string
-		if len(s.Output) > n {
-			c.Output = truncate(s.Output, n)
-			note = fmt.Sprintf("output: %d of %d bytes cut", len(s.Output)-len(c.Output), len(s.Output))
-		}
-		if len(s.Reasoning) > n {
-			c.Reasoning = truncate(s.Reasoning, n)
-			if note != "" {
-				note += "; "
-			}
-			note += fmt.Sprintf("reasoning: %d of %d bytes cut", len(s.Reasoning)-len(c.Reasoning), len(s.Reasoning))
-		}
-		c.Cut = note + "; the whole text is in GET /v1/chain/traces/{id}"
+		out.Stages[i] = c
 	}
 	return out, cut
+}
+
+// Capped returns s with its output and reasoning cut to at most n bytes
+// each, Cut saying so; false, and s as it is, when neither is longer.
+func (s *StageTrace) Capped(n int) (StageTrace, bool) {
+	c := *s
+	if len(s.Output) <= n && len(s.Reasoning) <= n {
+		return c, false
+	}
+	var note string
+	if len(s.Output) > n {
+		c.Output = truncate(s.Output, n)
+		note = fmt.Sprintf("output: %d of %d bytes cut", len(s.Output)-len(c.Output), len(s.Output))
+	}
+	if len(s.Reasoning) > n {
+		c.Reasoning = truncate(s.Reasoning, n)
+		if note != "" {
+			note += "; "
+		}
+		note += fmt.Sprintf("reasoning: %d of %d bytes cut", len(s.Reasoning)-len(c.Reasoning), len(s.Reasoning))
+	}
+	c.Cut = note + "; the whole text is in GET /v1/chain/traces/{id}"
+	return c, true
 }
 
 // truncate cuts s to at most n bytes without splitting a rune.

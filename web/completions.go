@@ -154,9 +154,9 @@ type chatEncoder struct {
 	includeUsage bool
 	roleSent     bool
 	details      *detailsRenderer // the "details" rendering, when asked
-	// Content deltas are most of a stream: they are framed from a prefix
-	// and suffix encoded once, with only the text encoded per chunk.
-	prefix, suffix []byte
+	// Content deltas are most of a stream: they are framed from a head
+	// encoded once (chunkHead), with only the text encoded per chunk.
+	head []byte
 }
 
 var _ encoder = (*chatEncoder)(nil)
@@ -167,7 +167,7 @@ func newChatEncoder(w *sseWriter, wire *chatRequest, objID, render string) *chat
 	if render == config.RenderDetails {
 		e.details = newDetailsRenderer()
 	}
-	e.prefix, e.suffix = contentFrame(e.id, e.model, e.created)
+	e.head = chunkHead(e.id, e.model, e.created)
 	return e
 }
 
@@ -181,12 +181,17 @@ func (e *chatEncoder) send(ch *chunk) error {
 
 func (e *chatEncoder) content(text, reasoning string) error {
 	e.w.start()
-	if e.roleSent && reasoning == "" && text != "" {
+	if reasoning == "" && (text != "" || !e.roleSent) {
+		open := contentOpen
+		if !e.roleSent {
+			open, e.roleSent = roleContentOpen, true
+		}
 		w := e.w
 		w.buf = append(w.buf, "data: "...)
-		w.buf = append(w.buf, e.prefix...)
+		w.buf = append(w.buf, e.head...)
+		w.buf = append(w.buf, open...)
 		w.buf = appendJSONString(w.buf, text)
-		w.buf = append(w.buf, e.suffix...)
+		w.buf = append(w.buf, contentClose...)
 		w.buf = append(w.buf, '\n', '\n')
 		return w.flush()
 	}
@@ -234,21 +239,17 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 			return err
 		}
 	}
-	last := newChunk(e.id, e.model, e.created, delta{}, strptr(res.FinishReason))
+	// The finish chunk, then the usage chunk when asked: the last of them
+	// carries the trace. All leave in one write with [DONE].
+	last := append(e.head[:len(e.head):len(e.head)], finishOpen...)
+	last = appendJSONString(last, res.FinishReason)
+	last = append(last, "}]}"...)
+	e.w.hold = true
 	if e.includeUsage {
-		if err := e.send(last); err != nil {
-			return err
-		}
-		u := res.Trace.Usage()
-		last = &chunk{ID: e.id, Object: "chat.completion.chunk", Created: e.created, Model: e.model, Choices: []chunkChoice{}, Usage: &u}
+		_ = e.w.data(last)
+		last = appendUsageChunk(last[:0], e.head, res.Trace.Usage())
 	}
-	// The last chunk carries the trace.
-	b, err := marshal(last)
-	if err != nil {
-		return err
-	}
-	e.w.hold = true // one write for the last chunk and [DONE]
-	_ = e.w.data(withChain(b, trace))
+	_ = e.w.data(withChain(last, trace))
 	e.w.hold = false
 	return e.w.data([]byte("[DONE]"))
 }

@@ -25,17 +25,19 @@ func (s *Server) Drain(deadline time.Time) {
 // untilDrained derives from ctx a context that also ends when the server
 // drains. It starts no goroutine: the drain runs a callback registered with
 // context.AfterFunc, which done unregisters (a goroutine per stream was 25 %
-// more goroutines for 1,000 open streams). done also reports
-// errShuttingDown in place of the cancellation it caused.
-func (s *Server) untilDrained(ctx context.Context) (context.Context, func(error) error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(s.drained, func() { cancel(errShuttingDown) })
-	return ctx, func(err error) error {
+// more goroutines for 1,000 open streams). cancel ends the context too,
+// for the caller's own reasons (one context where two would each register
+// with their parent). done also reports errShuttingDown in place of the
+// cancellation it caused.
+func (s *Server) untilDrained(ctx context.Context) (_ context.Context, cancel func(), done func(error) error) {
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.drained, func() { cancelCause(errShuttingDown) })
+	return ctx, func() { cancelCause(nil) }, func(err error) error {
 		stop()
 		if err != nil && errors.Is(context.Cause(ctx), errShuttingDown) {
 			err = errShuttingDown
 		}
-		cancel(nil)
+		cancelCause(nil)
 		return err
 	}
 }

@@ -69,12 +69,25 @@ func FuzzAppendJSONString(f *testing.F) {
 	})
 }
 
-func TestContentFrame(t *testing.T) {
-	prefix, suffix := contentFrame("chatcmpl-1", "m\"x", 42)
-	got := string(prefix) + `"hi"` + string(suffix)
-	want, _ := json.Marshal(newChunk("chatcmpl-1", "m\"x", 42, delta{Content: strptr("hi")}, nil))
-	if got != string(want) {
-		t.Errorf("frame = %s, want %s", got, want)
+// TestChunkFrames: each chunk a stream writes from its parts is the
+// encoding of the chunk it stands for.
+func TestChunkFrames(t *testing.T) {
+	head := string(chunkHead("chatcmpl-1", "m\"x<y>", 42))
+	usage := chain.Usage{PromptTokens: 12, CompletionTokens: 3, TotalTokens: 15}
+	for _, tc := range []struct {
+		name string
+		got  string
+		want *chunk
+	}{
+		{"content", head + contentOpen + `"hi"` + contentClose, newChunk("chatcmpl-1", "m\"x<y>", 42, delta{Content: strptr("hi")}, nil)},
+		{"role and content", head + roleContentOpen + `""` + contentClose, newChunk("chatcmpl-1", "m\"x<y>", 42, delta{Role: "assistant", Content: strptr("")}, nil)},
+		{"finish", head + finishOpen + `"stop"}]}`, newChunk("chatcmpl-1", "m\"x<y>", 42, delta{}, strptr("stop"))},
+		{"usage", string(appendUsageChunk(nil, []byte(head), usage)), &chunk{ID: "chatcmpl-1", Object: "chat.completion.chunk", Created: 42, Model: "m\"x<y>", Choices: []chunkChoice{}, Usage: &usage}},
+	} {
+		want, _ := json.Marshal(tc.want)
+		if tc.got != string(want) {
+			t.Errorf("%s chunk = %s, want %s", tc.name, tc.got, want)
+		}
 	}
 }
 

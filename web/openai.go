@@ -382,13 +382,40 @@ func completionID(traceID string) string { return "chatcmpl-" + traceID }
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-// contentFrame returns the JSON before and after the text of a content-only
-// chunk, so that a stream encodes its constant parts once. The result is the
-// encoding of newChunk with delta {"content": text}.
-func contentFrame(id, model string, created int64) (prefix, suffix []byte) {
-	b, _ := json.Marshal(newChunk(id, model, created, delta{Content: strptr("\x00")}, nil))
-	i := bytes.Index(b, []byte(`"\u0000"`))
-	return b[:i], b[i+len(`"\u0000"`):]
+// The chunks of a stream are written from their parts, the constant ones
+// encoded once per stream: each is the encoding of the chunk newChunk would
+// make (TestChunkFrames), without an encoder's pass.
+const (
+	contentOpen     = `[{"index":0,"delta":{"content":`
+	roleContentOpen = `[{"index":0,"delta":{"role":"assistant","content":`
+	contentClose    = `},"logprobs":null,"finish_reason":null}]}`
+	finishOpen      = `[{"index":0,"delta":{},"logprobs":null,"finish_reason":`
+)
+
+// chunkHead is a stream's chunks up to their choices:
+// {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":
+func chunkHead(id, model string, created int64) []byte {
+	b := make([]byte, 0, 96+len(id)+len(model))
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = strconv.AppendInt(b, created, 10)
+	b = append(b, `,"model":`...)
+	b = appendJSONString(b, model)
+	return append(b, `,"choices":`...)
+}
+
+// appendUsageChunk appends the usage chunk after head: no choices, the
+// counts.
+func appendUsageChunk(b, head []byte, u chain.Usage) []byte {
+	b = append(b, head...)
+	b = append(b, `[],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	return append(b, "}}"...)
 }
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json

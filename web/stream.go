@@ -159,10 +159,8 @@ func (s *sseWriter) comment(text string) error {
 // a goroutine of its own, returns at once when drive has returned, which it
 // learns under the mutex: it never writes after drive.
 func (s *Server) drive(ctx context.Context, req *chain.RunRequest, sse *sseWriter, onEvent func(chain.Event) error, onTick func() error) (res *chain.Result, err error) {
-	ctx, drained := s.untilDrained(ctx)
+	ctx, cancel, drained := s.untilDrained(ctx)
 	defer func() { err = drained(err) }()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		mu     sync.Mutex
 		werr   error // the first write error

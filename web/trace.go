@@ -26,9 +26,8 @@ func cappedStage(st *chain.StageTrace) *chain.StageTrace {
 	if st == nil {
 		return nil
 	}
-	tr := chain.Trace{Stages: []chain.StageTrace{*st}}
-	c, _ := tr.Capped(chain.OutputCap)
-	return &c.Stages[0]
+	c, _ := st.Capped(chain.OutputCap)
+	return &c
 }
 
 // traceListCap is how many recent chains the trace list keeps: as many as
@@ -167,9 +166,9 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 			for len(tr.Stages) <= ev.Stage {
 				tr.Stages = append(tr.Stages, chain.StageTrace{})
 			}
-			st := cappedStage(ev.StageTrace)
+			st, _ := ev.StageTrace.Capped(chain.OutputCap)
 			st.ToolsUsed, st.Calls = slices.Clone(st.ToolsUsed), nil
-			tr.Stages[ev.Stage] = *st
+			tr.Stages[ev.Stage] = st
 		}
 	}
 	it.sum.Mode = tr.Mode
