@@ -14,7 +14,7 @@
 // through Redis (targets shared and redis): the cost of shared admission.
 //
 //	go run ./bench/load                    # everything, about 3 minutes
-//	go run ./bench/load -profile /tmp/prof # also CPU profiles of both proxies
+//	go run ./bench/load -profile /tmp/prof # also CPU profiles of the proxy (relay, simple) and the bare proxy
 //
 // The same binary plays every part: -role upstream and -role bare start the
 // mock upstream and the bare proxy; the default role orchestrates. All
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.spreadReqs, "spread-requests", 5, "streams per target for the relay-as-they-come check")
 	fs.IntVar(&o.slowStreams, "slow-streams", 1000, "concurrent slow streams held through each proxy (0 skips the test)")
 	fs.DurationVar(&o.slowDelay, "slow-delay", 500*time.Millisecond, "upstream delay per chunk of a slow stream (20 chunks)")
-	fs.StringVar(&o.profileDir, "profile", "", "when set, write CPU profiles of both proxies under 32-connection load to this `dir`")
+	fs.StringVar(&o.profileDir, "profile", "", "when set, write CPU profiles of the proxy (relay and simple mode) and of the bare proxy, under the run's largest connection count, to this `dir`")
 	fs.DurationVar(&o.profileTime, "profile-time", 5*time.Second, "length of each CPU profile")
 	fs.StringVar(&o.proxyLog, "proxy-log-level", "info", "the proxy's -log-level (its logs go to a file)")
 	fs.DurationVar(&o.soak, "soak", 0, "instead of the cells, soak the proxy for this long and report its errors (e.g. 60s)")

@@ -255,9 +255,17 @@ func freeAddr() (string, error) {
 // rss reads a process's resident set size and its peak (VmRSS, VmHWM) in
 // bytes from /proc.
 func rss(pid int) (cur, peak int64, err error) {
+	cur, peak, _, err = rssFile(pid)
+	return cur, peak, err
+}
+
+// rssFile is rss with the file-backed part of the resident set
+// (RssFile): the executable's own pages, which a large binary has many
+// of whatever it allocates.
+func rssFile(pid int) (cur, peak, file int64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	for line := range strings.SplitSeq(string(data), "\n") {
 		k, v, ok := strings.Cut(line, ":")
@@ -274,12 +282,14 @@ func rss(pid int) (cur, peak int64, err error) {
 			cur = n << 10
 		case "VmHWM":
 			peak = n << 10
+		case "RssFile":
+			file = n << 10
 		}
 	}
 	if cur == 0 {
-		return 0, 0, errors.New("no VmRSS in /proc status")
+		return 0, 0, 0, errors.New("no VmRSS in /proc status")
 	}
-	return cur, peak, nil
+	return cur, peak, file, nil
 }
 
 // hasTaskset reports whether taskset can be used.

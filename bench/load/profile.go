@@ -23,8 +23,9 @@ type profileResult struct {
 }
 
 // profileProxies takes CPU profiles of the proxy (a build with
-// net/http/pprof overlaid, otherwise the same binary) and of the bare proxy,
-// each under the heaviest load of the run, non-stream and stream.
+// net/http/pprof overlaid, otherwise the same binary) relaying and in
+// simple mode, and of the bare proxy, each under the heaviest load of the
+// run, non-stream and stream.
 func profileProxies(ctx context.Context, o options, cpu, dir, self, upAddr, cfg string, logf func(string, ...any)) ([]profileResult, error) {
 	if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 		return nil, err
@@ -39,15 +40,19 @@ func profileProxies(ctx context.Context, o options, cpu, dir, self, upAddr, cfg 
 		conns = max(conns, c)
 	}
 	var out []profileResult
-	for _, name := range []string{"proxy", "bare"} {
+	for _, name := range []string{"proxy", "simple", "bare"} {
 		pprofAddr, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
 		var p *proc
 		var profBin string
-		if name == "proxy" {
-			p, err = startProxy(ctx, "proxy-pprof", bin, cpu, dir, cfg, o.proxyLog, []string{"CHAINPROXY_BENCH_PPROF=" + pprofAddr})
+		model := ""
+		if name == "simple" {
+			model = "chain/simple"
+		}
+		if name != "bare" {
+			p, err = startProxy(ctx, name+"-pprof", bin, cpu, dir, cfg, o.proxyLog, []string{"CHAINPROXY_BENCH_PPROF=" + pprofAddr})
 			profBin = bin
 		} else {
 			p, err = startProc(ctx, "bare-pprof", cpu, dir, nil, roleListening, self, "-role", "bare", "-target", "http://"+upAddr, "-pprof", pprofAddr)
@@ -57,7 +62,7 @@ func profileProxies(ctx context.Context, o options, cpu, dir, self, upAddr, cfg 
 			return nil, err
 		}
 		for _, stream := range []bool{false, true} {
-			t := target{name, "http://" + p.addr, p.pid(), ""}
+			t := target{name, "http://" + p.addr, p.pid(), model}
 			file := filepath.Join(o.profileDir, fmt.Sprintf("%s-%s-c%d.pprof", name, modeName(stream), conns))
 			logf("profiling %s, %s at %d conns, for %s", name, modeName(stream), conns, o.profileTime)
 			errc := make(chan error, 1)

@@ -14,19 +14,20 @@ import (
 
 // slowResult is what holding many slow streams through one target showed.
 type slowResult struct {
-	target            string
-	streams, errs     int
-	firstErr          string
-	openIn            time.Duration // until every stream had its first chunk
-	held              time.Duration // until the last stream ended
-	rssBase, rssPeak  int64         // bytes; peak is the largest VmRSS sample
-	hwm               int64         // VmHWM at the end: the kernel's peak
-	gBase, gPeak      int           // goroutines before and while all are open
-	gAfter            int           // goroutines once the clients closed
-	gAfterIn          time.Duration // how long they took to get back
-	gBack             bool
-	rssAfter          int64
-	minChunks, chunks int
+	target             string
+	streams, errs      int
+	firstErr           string
+	openIn             time.Duration // until every stream had its first chunk
+	held               time.Duration // until the last stream ended
+	rssBase, rssPeak   int64         // bytes; peak is the largest VmRSS sample
+	fileBase, filePeak int64         // their file-backed part (RssFile)
+	hwm                int64         // VmHWM at the end: the kernel's peak
+	gBase, gPeak       int           // goroutines before and while all are open
+	gAfter             int           // goroutines once the clients closed
+	gAfterIn           time.Duration // how long they took to get back
+	gBack              bool
+	rssAfter           int64
+	minChunks, chunks  int
 }
 
 // goroutines reads go_goroutines from a Prometheus text page (the proxy's
@@ -76,7 +77,7 @@ func holdSlowStreams(ctx context.Context, t target, statsURL string, n int, dela
 	if res.gBase, err = settle(ctx, statsURL); err != nil {
 		return nil, err
 	}
-	if res.rssBase, _, err = rss(t.pid); err != nil {
+	if res.rssBase, _, res.fileBase, err = rssFile(t.pid); err != nil {
 		return nil, err
 	}
 
@@ -116,8 +117,8 @@ func holdSlowStreams(ctx context.Context, t target, statsURL string, n int, dela
 			return nil, ctx.Err()
 		case <-tick.C:
 		}
-		if cur, _, err := rss(t.pid); err == nil {
-			res.rssPeak = max(res.rssPeak, cur)
+		if cur, _, file, err := rssFile(t.pid); err == nil && cur > res.rssPeak {
+			res.rssPeak, res.filePeak = cur, file
 		}
 		if !sampled && opened.Load() == int64(n) {
 			sampled = true
