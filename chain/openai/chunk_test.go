@@ -153,9 +153,11 @@ func FuzzChunkTemplate(f *testing.F) {
 	}
 	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"a"}}]}`), []byte(`{"choices":[{"index":0,"delta":{"content":"b\"}},{\"x"}}]}`))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		s := Stream{model: "m"}
+		// a is the stream's first event, read for the model too.
+		var s Stream
 		var sc streamChunk
-		s.decode(a, &sc, nil)
+		s.decode(a, &sc, &s.model)
+		s.model = "m"
 		var got streamChunk
 		if s.decode(b, &got, nil) {
 			checkSameAsGeneral(t, b, got)

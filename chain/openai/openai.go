@@ -461,13 +461,13 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 
 // decode reads the usual event, through the template when it fits: once
 // the answering model is known (model nil), content events differ only in
-// their text.
+// their text. The first event, which names the model, is a template too.
 func (s *Stream) decode(data []byte, sc *streamChunk, model *string) bool {
 	if model == nil && s.tmpl.match(data, sc) {
 		return true
 	}
 	span, ok := decodeChunkSpan(data, sc, model)
-	if ok && model == nil {
+	if ok {
 		s.tmpl.learn(data, sc, span)
 	}
 	return ok
