@@ -77,6 +77,9 @@ type listedTrace struct {
 	sum     traceSummary
 	start   time.Time
 	partial *chain.Trace
+	// stale: sum's badges are older than partial's stages. They are made
+	// when read (summary), not on every event of every request.
+	stale bool
 }
 
 // traceSub is one reader of the list's event stream. dirty and wake are
@@ -172,7 +175,7 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 		}
 	}
 	it.sum.Mode = tr.Mode
-	it.sum.Stages, it.sum.Tokens = badges(tr)
+	it.stale = true
 	h.publish(it)
 }
 
@@ -211,6 +214,7 @@ func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary
 	if tr != nil {
 		it.sum.Mode = tr.Mode
 		it.sum.Stages, it.sum.Tokens = badges(tr)
+		it.stale = false
 	}
 	it.sum.DurationMS = h.now().Sub(it.start).Milliseconds()
 	if tr != nil {
@@ -320,8 +324,13 @@ func (h *traceHub) owner(id string) (string, bool) {
 	return "", false
 }
 
-// summary is it's summary at now: a running chain's duration so far.
+// summary is it's summary at now: a running chain's duration so far. The
+// hub's lock is held.
 func (it *listedTrace) summary(now time.Time) traceSummary {
+	if it.stale && it.partial != nil {
+		it.sum.Stages, it.sum.Tokens = badges(it.partial)
+	}
+	it.stale = false
 	s := it.sum
 	s.Stages = slices.Clone(s.Stages)
 	if s.Status == traceRunning {
