@@ -84,6 +84,7 @@ func TestClassifyText(t *testing.T) {
 		{"a reminder set aside", []string{"<system-reminder>ctx</system-reminder>\n  What is 2+2?  "}, "What is 2+2?"},
 		{"a later message with no words", []string{"<environment_context>cwd</environment_context>", "Compare Go and Rust"}, "Compare Go and Rust"},
 		{"a client's own request", []string{"Managed memory has TWO directories. Choose…", "What is 2+2?"}, ""},
+		{"another of a client's own", []string{"Analyze *only* the content and structure of your immediately preceding response (your last turn…", "Compare Go and Rust"}, ""},
 	}
 	c := New(config.Classify{}, nil)
 	for _, tt := range tests {

@@ -40,6 +40,14 @@ var backgroundRequests = []struct{ opening, name string }{
 	// (packages/core/src/memory/extractionAgentPlanner.ts, buildTaskPrompt;
 	// captured from @qwen-code/qwen-code 0.24.4, web/testdata/agents).
 	{"Managed memory has TWO directories.", "Qwen Code's memory extraction"},
+	// Qwen Code's next-speaker check, after a model turn that made no tool
+	// call, when model.skipNextSpeakerCheck is false (it is true by
+	// default): the model's last turn, then this prompt, which asks for
+	// a JSON verdict through a forced tool (packages/core/src/utils/
+	// nextSpeakerChecker.ts, CHECK_PROMPT; read from the bundle of
+	// @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm). Its rules
+	// and "Analyze" would otherwise make it reflexive.
+	{"Analyze *only* the content and structure of your immediately preceding response", "Qwen Code's next-speaker check"},
 }
 
 // background names the background request text opens, or "".

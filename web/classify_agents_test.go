@@ -25,6 +25,8 @@ const (
 	qwenAnalytical = "Read README.md, then compare its design with a stateless one and explain why the Redis sessions matter for scaling, step by step."
 	// qwenMemory is the reason of Qwen Code's memory extraction request.
 	qwenMemory = "Qwen Code's memory extraction request: the client's own work, not the user's words"
+	// qwenNextSpeaker is the reason of Qwen Code's next-speaker check.
+	qwenNextSpeaker = "Qwen Code's next-speaker check request: the client's own work, not the user's words"
 )
 
 // agentRequest reads a request of testdata/agents as a non-streamed Chat
@@ -115,6 +117,10 @@ func TestAgentClientsClassified(t *testing.T) {
 		// user message is Qwen Code's. Simple, whatever the question was.
 		{"qwen-code-memory-trivial.json", chain.ModeSimple, []string{qwenMemory}},
 		{"qwen-code-memory-analytical.json", chain.ModeSimple, []string{qwenMemory}},
+		// With model.skipNextSpeakerCheck off, after a turn without tool
+		// calls it asks whether the model should go on: "Analyze …", a
+		// numbered list of rules. Simple, not a chain.
+		{"qwen-code-next-speaker.json", chain.ModeSimple, []string{qwenNextSpeaker}},
 		// Codex CLI: AGENTS.md and <environment_context> in the user
 		// message before the prompt, which is judged alone.
 		{"codex-trivial.responses.json", chain.ModeSimple, []string{quote(trivialQuestion)}},
