@@ -50,8 +50,9 @@ func newSSE(w gin.ResponseWriter) *sseWriter {
 
 // sseBufs holds the writers' buffers between streams: a streamed answer
 // grows one to a few KiB, which would otherwise be allocated again, chunk
-// by chunk, on every stream (most of a relayed stream's garbage).
-var sseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+// by chunk, on every stream (most of a relayed stream's garbage). A new one
+// holds one event: an open stream keeps its buffer, 4 MB a 1,000 at 4 KiB.
+var sseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // maxPooledSSE is the largest buffer given back: one that a long reasoning
 // burst grew further is left to the collector.
