@@ -549,10 +549,6 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	// content may still be one; repetition loops are cut in every call.
 	live := s.answers
 	parse := s.node.TextCalls()
-	fresh := answerGate{calls: live && parse, bare: len(offered) > 0, quiet: !live}
-	if live {
-		fresh.copies = s.earlier
-	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
 	mc := ModelCall{Turn: s.st.Turns, StartMS: asked.Sub(r.t0).Milliseconds()}
@@ -574,7 +570,14 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	for attempt := 0; ; attempt++ {
 		cs.content.Reset()
 		cs.reasoning.Reset()
-		cs.gate, cs.think = fresh, thinkGate{}
+		// Reset in place: a fresh gate built first and copied in would
+		// take its size on the stack of every streaming goroutine.
+		cs.gate = answerGate{}
+		cs.think = thinkGate{}
+		cs.gate.calls, cs.gate.bare, cs.gate.quiet = live && parse, len(offered) > 0, !live
+		if live {
+			cs.gate.copies = s.earlier
+		}
 		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
 		err = s.node.chat(ctx, req, func(c Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {

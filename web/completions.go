@@ -181,32 +181,13 @@ func (e *chatEncoder) send(ch *chunk) error {
 
 func (e *chatEncoder) content(text, reasoning string) error {
 	e.w.start()
-	if reasoning == "" && (text != "" || !e.roleSent) {
-		open := contentOpen
-		if !e.roleSent {
-			open, e.roleSent = roleContentOpen, true
-		}
-		w := e.w
-		w.buf = append(w.buf, "data: "...)
-		w.buf = append(w.buf, e.head...)
-		w.buf = append(w.buf, open...)
-		w.buf = appendJSONString(w.buf, text)
-		w.buf = append(w.buf, contentClose...)
-		w.buf = append(w.buf, '\n', '\n')
-		return w.flush()
-	}
-	d := delta{ReasoningContent: reasoning}
-	if text != "" || !e.roleSent {
-		// A copy: taking text's own address would move it to the heap on
-		// every call, the fast path's included (one allocation a chunk).
-		t := text
-		d.Content = &t
-	}
-	if !e.roleSent {
-		d.Role = "assistant"
-		e.roleSent = true
-	}
-	return e.send(newChunk(e.id, e.model, e.created, d, nil))
+	w := e.w
+	w.buf = append(w.buf, "data: "...)
+	w.buf = append(w.buf, e.head...)
+	w.buf = appendDelta(w.buf, !e.roleSent, text, reasoning)
+	w.buf = append(w.buf, '\n', '\n')
+	e.roleSent = true
+	return w.flush()
 }
 
 func (e *chatEncoder) event(ev chain.Event) error {

@@ -91,6 +91,32 @@ func TestChunkFrames(t *testing.T) {
 	}
 }
 
+// FuzzAppendDelta: every delta a stream frames by hand is the chunk
+// json.Marshal writes for it.
+func FuzzAppendDelta(f *testing.F) {
+	f.Add(true, "", "")
+	f.Add(true, "hi", "")
+	f.Add(true, "", "hmm")
+	f.Add(false, "hi", "")
+	f.Add(false, "", "hmm")
+	f.Add(false, "a\"<b>", "\xff\u2028")
+	f.Add(false, "", "")
+	head := chunkHead("chatcmpl-1", "m\"x", 42)
+	f.Fuzz(func(t *testing.T, role bool, text, reasoning string) {
+		d := delta{ReasoningContent: reasoning}
+		if text != "" || role {
+			d.Content = &text
+		}
+		if role {
+			d.Role = "assistant"
+		}
+		want, _ := json.Marshal(newChunk("chatcmpl-1", "m\"x", 42, d, nil))
+		if got := appendDelta(head[:len(head):len(head)], role, text, reasoning); string(got) != string(want) {
+			t.Errorf("appendDelta(%t, %q, %q) = %s, want %s", role, text, reasoning, got, want)
+		}
+	})
+}
+
 // FuzzUnmarshalMatchesStd: the fast decoder of requests accepts exactly
 // what encoding/json accepts, with the same result.
 func FuzzUnmarshalMatchesStd(f *testing.F) {

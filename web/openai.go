@@ -418,6 +418,47 @@ func appendUsageChunk(b, head []byte, u chain.Usage) []byte {
 	return append(b, "}}"...)
 }
 
+// appendDelta appends the choices of the chunk newChunk would make with a
+// delta of the role "assistant" (when role), the content (when text is not
+// empty or role is set) and the reasoning (when not empty), after the
+// stream's chunkHead. Every delta of a stream is written this way, not by
+// marshal: goccy/go-json's encoder takes a 9 KiB stack frame, and called
+// from deep in a run it doubled every streaming goroutine's stack to
+// 32 KiB, most of the memory that open streams hold.
+func appendDelta(dst []byte, role bool, text, reasoning string) []byte {
+	if reasoning == "" && (text != "" || role) { // most chunks
+		open := contentOpen
+		if role {
+			open = roleContentOpen
+		}
+		dst = append(dst, open...)
+		dst = appendJSONString(dst, text)
+		return append(dst, contentClose...)
+	}
+	dst = append(dst, `[{"index":0,"delta":{`...)
+	sep := false
+	if role {
+		dst = append(dst, `"role":"assistant"`...)
+		sep = true
+	}
+	if text != "" || role {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"content":`...)
+		dst = appendJSONString(dst, text)
+		sep = true
+	}
+	if reasoning != "" {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"reasoning_content":`...)
+		dst = appendJSONString(dst, reasoning)
+	}
+	return append(dst, contentClose...)
+}
+
 // appendJSONString appends s as a JSON string, escaped as encoding/json
 // does (HTML characters included), invalid UTF-8 replaced by U+FFFD.
 func appendJSONString(dst []byte, s string) []byte {

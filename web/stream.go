@@ -51,9 +51,9 @@ func newSSE(w gin.ResponseWriter) *sseWriter {
 // sseBufs holds the writers' buffers between streams: a streamed answer
 // grows one to a few KiB, which would otherwise be allocated again, chunk
 // by chunk, on every stream (most of a relayed stream's garbage). A new one
-// starts small: a slow stream writes a chunk at a time, and 1,000 of them
-// open at once should not hold 4 KiB each.
-var sseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+// holds one event: an open stream keeps its buffer, and 1,000 slow streams
+// held 4 MB at 4 KiB each.
+var sseBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // maxPooledSSE is the largest buffer given back: one that a long reasoning
 // burst grew further is left to the collector.
