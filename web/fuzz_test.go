@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"chainproxy/chain"
 )
@@ -201,6 +202,29 @@ func FuzzMarshalMatchesStd(f *testing.F) {
 			if !reflect.DeepEqual(gotV, wantV) || sameBytes && string(got) != string(want) {
 				t.Fatalf("marshal(%T) =\n%s\nencoding/json:\n%s", v, got, want)
 			}
+		}
+	})
+}
+
+// FuzzOllamaDelta: every delta line of an Ollama stream, framed by hand,
+// is the object encoding/json writes for it.
+func FuzzOllamaDelta(f *testing.F) {
+	for _, gen := range []bool{false, true} {
+		for _, show := range []bool{false, true} {
+			f.Add(gen, show, "", "")
+			f.Add(gen, show, "hi", "")
+			f.Add(gen, show, "", "hmm")
+			f.Add(gen, show, "a\"<b>&", "\xff\u2028\n")
+		}
+	}
+	at := time.Date(2026, 11, 25, 8, 40, 1, 123456789, time.UTC)
+	f.Fuzz(func(t *testing.T, generate, show bool, content, thinking string) {
+		e := &ollamaEncoder{model: "qwen3:1.7b<x>", generate: generate, thinking: show}
+		ch := e.chunk(content, thinking)
+		ch.CreatedAt = at
+		want, _ := json.Marshal(&ch)
+		if got := appendOllamaDelta(nil, e.model, generate, at, content, thinking, show); string(got) != string(want) {
+			t.Errorf("appendOllamaDelta(%t, %t, %q, %q) = %s, want %s", generate, show, content, thinking, got, want)
 		}
 	})
 }

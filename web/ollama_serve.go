@@ -166,15 +166,51 @@ func (e *ollamaEncoder) event(ev chain.Event) error {
 	if ev.Kind != chain.EventDelta || ev.Content == "" && (ev.Reasoning == "" || !e.thinking) {
 		return nil
 	}
-	ch := e.chunk(ev.Content, ev.Reasoning)
-	return e.send(&ch)
+	return e.delta(ev.Content, ev.Reasoning)
 }
 
 // keepalive writes an object with empty content: NDJSON has no comment
 // line, and Ollama's clients decode every line, printing nothing for it.
-func (e *ollamaEncoder) keepalive(string) error {
-	ch := e.chunk("", "")
-	return e.send(&ch)
+func (e *ollamaEncoder) keepalive(string) error { return e.delta("", "") }
+
+// delta writes the line e.chunk(content, thinking) encodes to, framed by
+// hand: goccy/go-json's encoder takes a 9 KiB stack frame, and called this
+// deep in a run it doubled every streaming goroutine's stack to 32 KiB
+// (TestOllamaDeltaFrame checks the bytes against encoding/json).
+func (e *ollamaEncoder) delta(content, thinking string) error {
+	e.w.start()
+	e.w.buf = appendOllamaDelta(e.w.buf, e.model, e.generate, time.Now().UTC(), content, thinking, e.thinking)
+	e.w.buf = append(e.w.buf, '\n')
+	return e.w.flush()
+}
+
+// appendOllamaDelta appends the object ollamaEncoder.chunk makes for a
+// delta, as encoding/json writes it.
+func appendOllamaDelta(dst []byte, model string, generate bool, at time.Time, content, thinking string, showThinking bool) []byte {
+	if !showThinking {
+		thinking = ""
+	}
+	dst = append(dst, `{"model":`...)
+	dst = appendJSONString(dst, model)
+	dst = append(dst, `,"created_at":"`...)
+	dst = at.AppendFormat(dst, time.RFC3339Nano)
+	if generate {
+		dst = append(dst, `","response":`...)
+		dst = appendJSONString(dst, content)
+		if thinking != "" {
+			dst = append(dst, `,"thinking":`...)
+			dst = appendJSONString(dst, thinking)
+		}
+	} else {
+		dst = append(dst, `","message":{"role":"assistant","content":`...)
+		dst = appendJSONString(dst, content)
+		if thinking != "" {
+			dst = append(dst, `,"thinking":`...)
+			dst = appendJSONString(dst, thinking)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, `,"done":false}`...)
 }
 
 func (e *ollamaEncoder) end(res *chain.Result, trace []byte) error {
