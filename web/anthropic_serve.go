@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ func (s *Server) messages(c *gin.Context) {
 	)
 	if wire.Stream {
 		w := newSSE(c.Writer)
-		enc := &anthropicEncoder{w: w, id: id, model: wire.Model, thinking: wire.thinking}
+		enc := newAnthropicEncoder(w, id, wire.Model, wire.thinking)
 		res, traceJSON, err = s.streamRun(c, req, w, enc, fail)
 	} else {
 		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
@@ -101,9 +102,69 @@ type anthropicEncoder struct {
 	// at index next-1.
 	cur  string
 	next int
+	// start is the message_start event, encoded here, at the handler's
+	// depth: the events written from deep in a run (the message's start,
+	// its blocks' starts, deltas and stops) are framed by hand, since
+	// goccy/go-json's encoder takes a 9 KiB stack frame, and called there
+	// it doubled every streaming goroutine's stack to 32 KiB
+	// (FuzzAnthropicFrames checks the frames against the encoder).
+	start []byte
 }
 
 var _ encoder = (*anthropicEncoder)(nil)
+
+func newAnthropicEncoder(w *sseWriter, id, model string, thinking bool) *anthropicEncoder {
+	e := &anthropicEncoder{w: w, id: id, model: model, thinking: thinking}
+	e.start, _ = marshal(&anthropicEvent{Type: "message_start", Message: &anthropicResponse{ID: id, Type: "message", Role: "assistant",
+		Model: model, Content: []any{}}}) // plain strings: it always encodes
+	return e
+}
+
+// appendBlockEvent appends a content block event of index i, framed by
+// hand: content_block_start of a text or thinking block (kind), a delta of
+// the block's text (its type textType, text_delta or thinking_delta; or
+// signature_delta), or content_block_stop.
+func appendBlockEvent(dst []byte, event string, i int, kind, text string) []byte {
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, event...)
+	dst = append(dst, `","index":`...)
+	dst = strconv.AppendInt(dst, int64(i), 10)
+	switch event {
+	case "content_block_start":
+		if kind == "thinking" {
+			dst = append(dst, `,"content_block":{"type":"thinking","thinking":"","signature":""}`...)
+		} else {
+			dst = append(dst, `,"content_block":{"type":"text","text":"","citations":null}`...)
+		}
+	case "content_block_delta":
+		field := "text"
+		switch kind {
+		case "thinking":
+			field = "thinking"
+		case "signature":
+			field = "signature"
+		}
+		dst = append(dst, `,"delta":{"type":"`...)
+		dst = append(dst, field...)
+		dst = append(dst, `_delta","`...)
+		dst = append(dst, field...)
+		dst = append(dst, `":`...)
+		dst = appendJSONString(dst, text)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// blockEvent writes one event appendBlockEvent frames.
+func (e *anthropicEncoder) blockEvent(event string, i int, kind, text string) error {
+	w := e.w
+	w.buf = append(w.buf, "event: "...)
+	w.buf = append(w.buf, event...)
+	w.buf = append(w.buf, "\ndata: "...)
+	w.buf = appendBlockEvent(w.buf, event, i, kind, text)
+	w.buf = append(w.buf, '\n', '\n')
+	return w.flush()
+}
 
 // anthropicEvent is any stream event: each type uses some fields.
 type anthropicEvent struct {
@@ -148,8 +209,7 @@ func (e *anthropicEncoder) open() error {
 	}
 	e.started = true
 	e.w.start()
-	return e.send(&anthropicEvent{Type: "message_start", Message: &anthropicResponse{ID: e.id, Type: "message", Role: "assistant",
-		Model: e.model, Content: []any{}}})
+	return e.w.event("message_start", e.start)
 }
 
 // begin opens a content block, closing the one open before.
@@ -160,6 +220,9 @@ func (e *anthropicEncoder) begin(block any, kind string) error {
 	e.cur = kind
 	idx := e.next
 	e.next++
+	if kind == "text" || kind == "thinking" {
+		return e.blockEvent("content_block_start", idx, kind, "")
+	}
 	return e.send(&anthropicEvent{Type: "content_block_start", Index: &idx, ContentBlock: block})
 }
 
@@ -171,13 +234,12 @@ func (e *anthropicEncoder) closeBlock() error {
 	}
 	idx := e.next - 1
 	if e.cur == "thinking" {
-		sig := thinkingSignature
-		if err := e.send(&anthropicEvent{Type: "content_block_delta", Index: &idx, Delta: blockDelta{Type: "signature_delta", Signature: &sig}}); err != nil {
+		if err := e.blockEvent("content_block_delta", idx, "signature", thinkingSignature); err != nil {
 			return err
 		}
 	}
 	e.cur = ""
-	return e.send(&anthropicEvent{Type: "content_block_stop", Index: &idx})
+	return e.blockEvent("content_block_stop", idx, "", "")
 }
 
 // delta adds text to a block of kind, opening one when another is open.
@@ -196,12 +258,7 @@ func (e *anthropicEncoder) delta(kind, text string) error {
 			return err
 		}
 	}
-	idx := e.next - 1
-	d := blockDelta{Type: "text_delta", Text: &text}
-	if kind == "thinking" {
-		d = blockDelta{Type: "thinking_delta", Thinking: &text}
-	}
-	return e.send(&anthropicEvent{Type: "content_block_delta", Index: &idx, Delta: d})
+	return e.blockEvent("content_block_delta", e.next-1, kind, text)
 }
 
 func (e *anthropicEncoder) event(ev chain.Event) error {

@@ -228,3 +228,36 @@ func FuzzOllamaDelta(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAnthropicFrames: every block event an Anthropic stream frames by
+// hand is the event encoding/json writes for it.
+func FuzzAnthropicFrames(f *testing.F) {
+	f.Add(0, "hi")
+	f.Add(3, "")
+	f.Add(12, "a\"<b>&\xff\u2028\n\b")
+	f.Fuzz(func(t *testing.T, i int, text string) {
+		if i < 0 {
+			i = -i
+		}
+		sig := thinkingSignature
+		for _, tc := range []struct {
+			event, kind, text string
+			want              anthropicEvent
+		}{
+			{"content_block_start", "text", "", anthropicEvent{Type: "content_block_start", Index: &i, ContentBlock: textBlock{Type: "text"}}},
+			{"content_block_start", "thinking", "", anthropicEvent{Type: "content_block_start", Index: &i, ContentBlock: thinkingBlock{Type: "thinking"}}},
+			{"content_block_delta", "text", text, anthropicEvent{Type: "content_block_delta", Index: &i, Delta: blockDelta{Type: "text_delta", Text: &text}}},
+			{"content_block_delta", "thinking", text, anthropicEvent{Type: "content_block_delta", Index: &i, Delta: blockDelta{Type: "thinking_delta", Thinking: &text}}},
+			{"content_block_delta", "signature", sig, anthropicEvent{Type: "content_block_delta", Index: &i, Delta: blockDelta{Type: "signature_delta", Signature: &sig}}},
+			{"content_block_stop", "", "", anthropicEvent{Type: "content_block_stop", Index: &i}},
+		} {
+			want, err := json.Marshal(&tc.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendBlockEvent(nil, tc.event, i, tc.kind, tc.text); string(got) != string(want) {
+				t.Errorf("%s %s: %s, want %s", tc.event, tc.kind, got, want)
+			}
+		}
+	})
+}
