@@ -121,9 +121,9 @@ func newAnthropicEncoder(w *sseWriter, id, model string, thinking bool) *anthrop
 }
 
 // appendBlockEvent appends a content block event of index i, framed by
-// hand: content_block_start of a text or thinking block (kind), a delta of
-// the block's text (its type textType, text_delta or thinking_delta; or
-// signature_delta), or content_block_stop.
+// hand: content_block_start of a text or thinking block (kind), a
+// content_block_delta of text (kind "text", "thinking" or "signature": a
+// text_delta, thinking_delta or signature_delta), or content_block_stop.
 func appendBlockEvent(dst []byte, event string, i int, kind, text string) []byte {
 	dst = append(dst, `{"type":"`...)
 	dst = append(dst, event...)
@@ -212,18 +212,16 @@ func (e *anthropicEncoder) open() error {
 	return e.w.event("message_start", e.start)
 }
 
-// begin opens a content block, closing the one open before.
-func (e *anthropicEncoder) begin(block any, kind string) error {
+// begin opens a text or thinking block (kind), closing the one open
+// before.
+func (e *anthropicEncoder) begin(kind string) error {
 	if err := e.closeBlock(); err != nil {
 		return err
 	}
 	e.cur = kind
 	idx := e.next
 	e.next++
-	if kind == "text" || kind == "thinking" {
-		return e.blockEvent("content_block_start", idx, kind, "")
-	}
-	return e.send(&anthropicEvent{Type: "content_block_start", Index: &idx, ContentBlock: block})
+	return e.blockEvent("content_block_start", idx, kind, "")
 }
 
 // closeBlock ends the open block, if any; a thinking block gets its
@@ -248,13 +246,10 @@ func (e *anthropicEncoder) delta(kind, text string) error {
 		return err
 	}
 	if e.cur != kind {
-		var block any = textBlock{Type: "text"}
-		if kind == "thinking" {
-			block = thinkingBlock{Type: "thinking"}
-		} else {
+		if kind == "text" {
 			e.wroteText = true
 		}
-		if err := e.begin(block, kind); err != nil {
+		if err := e.begin(kind); err != nil {
 			return err
 		}
 	}
@@ -291,7 +286,7 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 	if !e.wroteText && len(res.Message.ToolCalls) == 0 {
 		// An answer without text still has its text block, as the whole
 		// message has.
-		if err := e.begin(textBlock{Type: "text"}, "text"); err != nil {
+		if err := e.begin("text"); err != nil {
 			return err
 		}
 	}
@@ -299,16 +294,18 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 		return err
 	}
 	for _, call := range res.Message.ToolCalls {
-		if err := e.begin(toolUseBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: json.RawMessage("{}"), Caller: direct}, "tool_use"); err != nil {
+		// Written at the driver's depth, through the encoder.
+		idx := e.next
+		e.next++
+		block := toolUseBlock{Type: "tool_use", ID: call.ID, Name: call.Name, Input: json.RawMessage("{}"), Caller: direct}
+		if err := e.send(&anthropicEvent{Type: "content_block_start", Index: &idx, ContentBlock: block}); err != nil {
 			return err
 		}
-		idx := e.next - 1
 		args := string(callInput(call.Arguments))
 		if err := e.send(&anthropicEvent{Type: "content_block_delta", Index: &idx, Delta: blockDelta{Type: "input_json_delta", PartialJSON: &args}}); err != nil {
 			return err
 		}
-		e.cur = ""
-		if err := e.send(&anthropicEvent{Type: "content_block_stop", Index: &idx}); err != nil {
+		if err := e.blockEvent("content_block_stop", idx, "", ""); err != nil {
 			return err
 		}
 	}

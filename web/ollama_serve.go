@@ -176,7 +176,7 @@ func (e *ollamaEncoder) keepalive(string) error { return e.delta("", "") }
 // delta writes the line e.chunk(content, thinking) encodes to, framed by
 // hand: goccy/go-json's encoder takes a 9 KiB stack frame, and called this
 // deep in a run it doubled every streaming goroutine's stack to 32 KiB
-// (TestOllamaDeltaFrame checks the bytes against encoding/json).
+// (FuzzOllamaDelta checks the bytes against encoding/json).
 func (e *ollamaEncoder) delta(content, thinking string) error {
 	e.w.start()
 	e.w.buf = appendOllamaDelta(e.w.buf, e.model, e.generate, time.Now().UTC(), content, thinking, e.thinking)
