@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"chainproxy/chain"
+	"chainproxy/internal/jsonx"
 )
 
 // messages serves POST /v1/messages: Anthropic's Messages API in front of
@@ -149,7 +150,7 @@ func appendBlockEvent(dst []byte, event string, i int, kind, text string) []byte
 		dst = append(dst, `_delta","`...)
 		dst = append(dst, field...)
 		dst = append(dst, `":`...)
-		dst = appendJSONString(dst, text)
+		dst = jsonx.AppendString(dst, text)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')

@@ -14,6 +14,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/jsonx"
 )
 
 // chatCompletions serves POST /v1/chat/completions.
@@ -223,7 +224,7 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 	// The finish chunk, then the usage chunk when asked: the last of them
 	// carries the trace. All leave in one write with [DONE].
 	last := append(e.head[:len(e.head):len(e.head)], finishOpen...)
-	last = appendJSONString(last, res.FinishReason)
+	last = jsonx.AppendString(last, res.FinishReason)
 	last = append(last, "}]}"...)
 	e.w.hold = true
 	if e.includeUsage {

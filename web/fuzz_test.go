@@ -55,21 +55,6 @@ func FuzzDecodeChatRequest(f *testing.F) {
 	})
 }
 
-// FuzzAppendJSONString: the fast content framing encodes exactly as
-// encoding/json does, so the chunks it writes are the chunks json.Marshal
-// would write.
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "hello", "a\"b\\c", "<script>&", "\n\r\t\x00\x1f", "é😀", "\xff\xfe", "\u2028\u2029"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
-		}
-	})
-}
-
 // TestChunkFrames: each chunk a stream writes from its parts is the
 // encoding of the chunk it stands for.
 func TestChunkFrames(t *testing.T) {

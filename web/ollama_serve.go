@@ -15,6 +15,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/jsonx"
 )
 
 // ollamaVersion is the Ollama API version the proxy speaks: clients that
@@ -191,22 +192,22 @@ func appendOllamaDelta(dst []byte, model string, generate bool, at time.Time, co
 		thinking = ""
 	}
 	dst = append(dst, `{"model":`...)
-	dst = appendJSONString(dst, model)
+	dst = jsonx.AppendString(dst, model)
 	dst = append(dst, `,"created_at":"`...)
 	dst = at.AppendFormat(dst, time.RFC3339Nano)
 	if generate {
 		dst = append(dst, `","response":`...)
-		dst = appendJSONString(dst, content)
+		dst = jsonx.AppendString(dst, content)
 		if thinking != "" {
 			dst = append(dst, `,"thinking":`...)
-			dst = appendJSONString(dst, thinking)
+			dst = jsonx.AppendString(dst, thinking)
 		}
 	} else {
 		dst = append(dst, `","message":{"role":"assistant","content":`...)
-		dst = appendJSONString(dst, content)
+		dst = jsonx.AppendString(dst, content)
 		if thinking != "" {
 			dst = append(dst, `,"thinking":`...)
-			dst = appendJSONString(dst, thinking)
+			dst = jsonx.AppendString(dst, thinking)
 		}
 		dst = append(dst, '}')
 	}

@@ -1,0 +1,104 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// validCases are bodies on each side of every rule, and of the depth limit.
+var validCases = []string{
+	`{}`, `[]`, ` {"a" : [1, -2.5e+3, true, false, null, "x"]} `, `{"a":{}}`, `[[],{}]`,
+	`"\"\\\/\b\f\n\r\t\u00e9\uD83D"`, `0`, `-0`, `1.5`, `1E9`, `-0.0e-1`, "\t\r\n 1 \n",
+	"\"\xff\"", // not UTF-8: valid JSON all the same, as for encoding/json
+	``, ` `, `{`, `}`, `[1,]`, `[,1]`, `{"a":1,}`, `{"a"}`, `{"a":}`, `{a:1}`, `{"a":1 "b":2}`,
+	`[1 2]`, `01`, `-`, `1.`, `.5`, `1e`, `1e+`, `+1`, `--1`, `"\x"`, `"\u12"`, `"\u12g4"`,
+	"\"a\x01\"", `"abc`, `tru`, `nulll`, `1 2`, `{"a":1}]`, `[1}`, `{"a":1]`, `[`, `["a":1]`,
+	strings.Repeat("[", 10000) + strings.Repeat("]", 10000),
+	strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+	strings.Repeat("[", 9999) + "[]" + strings.Repeat("]", 9999),
+	strings.Repeat("[", 10000) + "[]" + strings.Repeat("]", 10000),
+	strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
+	strings.Repeat(`{"a":`, 10000) + "{}" + strings.Repeat("}", 10000),
+}
+
+func TestValid(t *testing.T) {
+	for _, c := range validCases {
+		if got, want := Valid([]byte(c)), json.Valid([]byte(c)); got != want {
+			t.Errorf("Valid(%.40q) = %v, encoding/json says %v", c, got, want)
+		}
+	}
+}
+
+// TestValidDeep: a body of brackets as large as a request may be is
+// refused without exhausting the stack.
+func TestValidDeep(t *testing.T) {
+	b := []byte(strings.Repeat("[", 10<<20))
+	if Valid(b) {
+		t.Fatal("10 MiB of [ is valid")
+	}
+}
+
+// FuzzValid: Valid agrees with encoding/json.Valid on every input.
+func FuzzValid(f *testing.F) {
+	for _, c := range validCases {
+		f.Add([]byte(c))
+	}
+	f.Add([]byte(`{"model":"A","messages":[{"role":"user","content":"l'\u00e9quipe \"a\" <b>"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}],"temperature":0.2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if got, want := Valid(data), json.Valid(data); got != want {
+			t.Fatalf("Valid(%q) = %v, encoding/json says %v", data, got, want)
+		}
+	})
+}
+
+// FuzzAppendString: strings framed by hand are escaped exactly as
+// encoding/json escapes them, so what is written by hand is what
+// json.Marshal would write.
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "hello", "a\"b\\c", "<script>&", "\n\r\t\x00\x1f", "é😀", "\xff\xfe", "\u2028\u2029"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := AppendString(nil, s); string(got) != string(want) {
+			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	small := []byte(`{"model":"A","stream":false,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the proxy in one sentence."}]}`)
+	var sb strings.Builder
+	sb.WriteString(`{"model":"A","messages":[`)
+	for i := range 40 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		text, _ := json.Marshal(strings.Repeat("L'équipe a analysé le fichier \"main.go\"\n\tet trouvé <3> erreurs. ", 10))
+		sb.WriteString(`{"role":"user","content":`)
+		sb.Write(text)
+		sb.WriteByte('}')
+	}
+	sb.WriteString(`],"temperature":0.2}`)
+	large := []byte(sb.String())
+	for _, body := range []struct {
+		name string
+		data []byte
+	}{{"small", small}, {"large", large}} {
+		for _, v := range []struct {
+			name  string
+			valid func([]byte) bool
+		}{{"jsonx", Valid}, {"encoding-json", json.Valid}} {
+			b.Run(body.name+"/"+v.name, func(b *testing.B) {
+				b.SetBytes(int64(len(body.data)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if !v.valid(body.data) {
+						b.Fatal("invalid")
+					}
+				}
+			})
+		}
+	}
+}
