@@ -819,3 +819,76 @@ func TestRequestTools(t *testing.T) {
 		t.Errorf("a request without tools: %s, %v", body, err)
 	}
 }
+
+// FuzzRequestEncode: the request written by hand is the request
+// encoding/json writes, byte for byte, with the tools' declarations after
+// the other members.
+func FuzzRequestEncode(f *testing.F) {
+	f.Add("m", "hello", "a\"<b>\n\xff\u2028", "f", `{"a":1}`, "call_1", 0.7, int64(42), uint8(0xff))
+	f.Add("gpt-5", "", "", "", "", "", 1e-7, int64(-1), uint8(0))
+	f.Add("", "é", "x", "g", "not json", "", 1e21, int64(0), uint8(0x55))
+	f.Fuzz(func(t *testing.T, model, text, other, name, args, id string, temp float64, seed int64, flags uint8) {
+		on := func(bit uint8) bool { return flags&(1<<bit) != 0 }
+		max := int(seed % 5000)
+		req := &chain.Request{Model: model, Whole: on(0)}
+		req.Messages = []chain.Message{
+			{Role: "system", Content: other},
+			{Role: "developer", Content: text},
+			{Role: "user", Content: text, Parts: []chain.Part{{Kind: chain.PartImage, Data: "aGk=", MediaType: "image/png", Detail: other}, {Kind: chain.PartImage, URL: "https://x/" + other}, {Kind: chain.PartFile, FileID: id, Filename: name}, {Kind: chain.PartFile, Data: "aGk=", MediaType: other}}},
+			{Role: "assistant", ToolCalls: []chain.ToolCall{{ID: id, Name: name, Arguments: args}, {ID: "2", Name: name, Arguments: "{}"}}},
+			{Role: "assistant", Content: other, ToolCalls: []chain.ToolCall{{ID: id, Name: name, Arguments: args}}},
+			{Role: "tool", ToolCallID: id, Content: ""},
+			{Role: "assistant", Content: text, Reasoning: other},
+		}
+		if on(1) {
+			req.Params.Temperature = &temp
+		}
+		if on(2) {
+			req.Params.TopP = &temp
+		}
+		if on(3) {
+			req.Params.MaxTokens = &max
+		}
+		if on(4) {
+			req.Params.Stop = []string{text, other}
+		}
+		if on(5) {
+			req.Params.Seed = &seed
+		}
+		if on(6) {
+			req.Params.Format = json.RawMessage(`{"type":"object","properties":{"` + strings.ReplaceAll(name, `"`, "") + `":{"type":"string"}}}`)
+			if !json.Valid(req.Params.Format) {
+				req.Params.Format = json.RawMessage(`"json"`)
+			}
+		}
+		if on(7) {
+			req.Tools = []chain.Tool{{Name: name, Description: text}}
+		}
+		creq := newChatRequest(req)
+		creq.Stream = !req.Whole
+		if creq.Stream && on(2) {
+			creq.StreamOptions = &streamOptions{IncludeUsage: on(3)}
+		}
+		got, err := creq.encode()
+		want, stdErr := json.Marshal(creq)
+		if (err == nil) != (stdErr == nil) {
+			t.Fatalf("encode error %v, encoding/json's %v", err, stdErr)
+		}
+		if err != nil {
+			return
+		}
+		if len(creq.tools) > 0 {
+			want = append(want[:len(want)-1], `,"tools":[`...)
+			for i, d := range creq.tools {
+				if i > 0 {
+					want = append(want, ',')
+				}
+				want = append(want, d...)
+			}
+			want = append(want, "]}"...)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("encode =\n%s\nencoding/json =\n%s", got, want)
+		}
+	})
+}
