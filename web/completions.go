@@ -40,7 +40,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	render := s.cfg.Chain.Render
-	if strings.EqualFold(c.GetHeader("X-Chain-Render"), config.RenderDetails) {
+	if strings.EqualFold(header(c, hRender), config.RenderDetails) {
 		render = config.RenderDetails
 	}
 	c.Header("X-Chain-Trace-Id", traceID)
@@ -128,7 +128,14 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	if err != nil {
 		attrs = append(attrs, slog.Any("err", err))
 	}
-	s.log.LogAttrs(context.Background(), slog.LevelInfo, "request", attrs...)
+	// The record is made here, without the caller's PC that Logger.LogAttrs
+	// takes with runtime.Callers for every line (2,500 instructions): the
+	// proxy's handlers never write the source.
+	if h := s.log.Handler(); h.Enabled(context.Background(), slog.LevelInfo) {
+		rec := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+		rec.AddAttrs(attrs...)
+		_ = h.Handle(context.Background(), rec)
+	}
 	if s.logPrompts && res != nil {
 		// Only on request (-log-prompts): prompts and tool results may be
 		// private, so they are never logged by default.

@@ -45,10 +45,10 @@ func (s *Server) auth(c *gin.Context) {
 	if len(s.keys) == 0 {
 		return
 	}
-	tok, ok := bearerToken(c.GetHeader("Authorization"))
+	tok, ok := bearerToken(header(c, hAuthorization))
 	if !ok {
 		// Anthropic's clients (Claude Code, its SDKs) send the key so.
-		tok = c.GetHeader("X-Api-Key")
+		tok = header(c, hAPIKey)
 	}
 	got := []byte(tok)
 	valid, admin := 0, 0
@@ -136,7 +136,7 @@ func (s *Server) browserGuard(c *gin.Context) {
 		c.Abort()
 		return
 	}
-	origin := c.GetHeader("Origin")
+	origin := header(c, hOrigin)
 	if origin == "" {
 		return // not sent by a browser page, or same-origin GET/HEAD
 	}

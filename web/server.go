@@ -314,7 +314,7 @@ func conversationKey(c *gin.Context, user string, msgs []chain.Message) string {
 	h := sha256.New()
 	io.WriteString(h, caller(c))
 	h.Write([]byte{0})
-	switch v := c.GetHeader("X-Chain-Session"); {
+	switch v := header(c, hSession); {
 	case v != "":
 		io.WriteString(h, "s:"+v)
 	case user != "":
@@ -331,22 +331,46 @@ func conversationKey(c *gin.Context, user string, msgs []chain.Message) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// Request headers the proxy reads on every request, in canonical form
+// (TestHeaderNames): header looks them up as they are.
+const (
+	hAuthorization = "Authorization"
+	hAPIKey        = "X-Api-Key"
+	hOrigin        = "Origin"
+	hUserAgent     = "User-Agent"
+	hSession       = "X-Chain-Session"
+	hMode          = "X-Chain-Mode"
+	hCategory      = "X-Chain-Category"
+	hPriority      = "X-Chain-Priority"
+	hRender        = "X-Chain-Render"
+)
+
+// header is the first value of the request header name, which must be
+// canonical. Gin's GetHeader canonicalizes the name on every call, about
+// 600 instructions, and a request reads up to nine of them.
+func header(c *gin.Context, name string) string {
+	if v := c.Request.Header[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // applyHeaders copies the chain's request headers into req.
 func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
-	if err := checkSession(c.GetHeader("X-Chain-Session")); err != nil {
+	if err := checkSession(header(c, hSession)); err != nil {
 		return err
 	}
 	req.Caller = caller(c)
-	req.Client = clientName(c.GetHeader("User-Agent"))
-	switch m := strings.ToLower(c.GetHeader("X-Chain-Mode")); m {
+	req.Client = clientName(header(c, hUserAgent))
+	switch m := strings.ToLower(header(c, hMode)); m {
 	case "", "auto":
 	case chain.ModeSimple, chain.ModeReflexive:
 		req.ForcedMode = m
 	default:
 		return invalid("X-Chain-Mode", "header X-Chain-Mode %q is not one of auto, simple, reflexive", m)
 	}
-	req.Category = c.GetHeader("X-Chain-Category")
-	req.Batch = strings.EqualFold(c.GetHeader("X-Chain-Priority"), "batch")
+	req.Category = header(c, hCategory)
+	req.Batch = strings.EqualFold(header(c, hPriority), "batch")
 	return nil
 }
 

@@ -9,11 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -606,4 +608,93 @@ func mustConfig(t testing.TB, yamlText string) *config.Config {
 	}
 	cfg.Tools.Root = t.TempDir()
 	return cfg
+}
+
+// TestHeaderNames: the names header looks up as they are are canonical, or
+// the header would never be found.
+func TestHeaderNames(t *testing.T) {
+	for _, name := range []string{hAuthorization, hAPIKey, hOrigin, hUserAgent, hSession, hMode, hCategory, hPriority, hRender} {
+		if c := http.CanonicalHeaderKey(name); c != name {
+			t.Errorf("header name %q is not canonical (%q)", name, c)
+		}
+	}
+}
+
+// TestRequestLogLine: every request logs one line with the stable keys
+// that log pipelines parse, its req_id the trace id the client got, and
+// no source position.
+func TestRequestLogLine(t *testing.T) {
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	buf := new(logBuffer)
+	log := slog.New(slog.NewJSONHandler(buf, nil))
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: mustEngine(t, cfg), Traces: store.NewMemory(100, 10), Logger: log}))
+	defer srv.Close()
+	for _, stream := range []bool{false, true} {
+		buf.reset()
+		body := fmt.Sprintf(`{"model":"M2","stream":%t,"messages":[{"role":"user","content":"hi"}]}`, stream)
+		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		// The line is written after the answer went out.
+		for end := time.Now().Add(5 * time.Second); !strings.Contains(buf.String(), `"msg":"request"`) && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		var line map[string]any
+		for _, l := range strings.Split(buf.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
+				line = m
+			}
+		}
+		if line == nil {
+			t.Fatalf("stream %t: no request line in %s", stream, buf.String())
+		}
+		want := map[string]any{"level": "INFO", "req_id": resp.Header.Get("X-Chain-Trace-Id"), "route": "/v1/chat/completions", "status": float64(200), "mode": "simple", "turns": float64(1), "stages": "M2:ok"}
+		for k, v := range want {
+			if line[k] != v {
+				t.Errorf("stream %t: %s = %v, want %v (%v)", stream, k, line[k], v, line)
+			}
+		}
+		if _, ok := line["dur_ms"]; !ok {
+			t.Errorf("stream %t: no dur_ms: %v", stream, line)
+		}
+		if _, ok := line["time"]; !ok {
+			t.Errorf("stream %t: no time: %v", stream, line)
+		}
+		if _, ok := line["source"]; ok {
+			t.Errorf("stream %t: a source position: %v", stream, line)
+		}
+	}
+}
+
+// logBuffer collects log lines that the server's goroutines write while
+// the test reads them.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *logBuffer) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
