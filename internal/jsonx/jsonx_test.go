@@ -102,3 +102,20 @@ func BenchmarkValid(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkAppendString(b *testing.B) {
+	for _, s := range []struct{ name, text string }{
+		{"word", "word3 "},
+		{"sentence", "The proxy relays every chunk as it arrives, and adds little."},
+		{"french", "L'équipe a analysé le fichier « main.go » et trouvé 3 erreurs.\n"},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			buf := make([]byte, 0, 256)
+			b.SetBytes(int64(len(s.text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendString(buf[:0], s.text)
+			}
+		})
+	}
+}
