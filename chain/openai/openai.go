@@ -208,13 +208,13 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, st Stream, fn 
 	defer r.release()
 	for {
 		data, err := r.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, errEventTooLarge) {
-			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: err.Error(), Err: err}
-		}
 		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if errors.Is(err, errEventTooLarge) {
+				return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: err.Error(), Err: err}
+			}
 			return chain.TransportError(ctx, b.node.Name, err)
 		}
 		if string(data) == "[DONE]" {
