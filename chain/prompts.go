@@ -2,6 +2,7 @@ package chain
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -31,17 +32,42 @@ func rolePrompt(i, n int) string {
 // limits states a stage's budget and tools, so the model can plan for them.
 func (r *run) limits(s *stage) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Limits: you have at most %d model turn(s) in this stage.", s.allowed)
-	if names := r.offeredNames(); s.cfg.tools && len(names) > 0 {
-		fmt.Fprintf(&b, " Tools allowed: %s. Never repeat a call with the same arguments: a repeat stops this stage.", strings.Join(names, ", "))
-	} else {
-		b.WriteString(" No tools in this stage: answer in text.")
-	}
+	r.writeLimits(&b, s)
 	return b.String()
 }
 
+// writeLimits writes limits to b. It is written on every simple and chain
+// request: by parts, without fmt.
+func (r *run) writeLimits(b *strings.Builder, s *stage) {
+	b.WriteString("Limits: you have at most ")
+	b.WriteString(strconv.Itoa(s.allowed))
+	b.WriteString(" model turn(s) in this stage.")
+	if s.cfg.tools {
+		if list := r.offeredList(); list != "" {
+			b.WriteString(" Tools allowed: ")
+			b.WriteString(list)
+			b.WriteString(". Never repeat a call with the same arguments: a repeat stops this stage.")
+			return
+		}
+	}
+	b.WriteString(" No tools in this stage: answer in text.")
+}
+
+// offeredList is the names of the tools a stage is offered, joined.
+func (r *run) offeredList() string {
+	if !r.offersClientTools() {
+		return r.tv.list
+	}
+	return strings.Join(r.offeredNames(), ", ")
+}
+
 func (r *run) simplePrompt(s *stage) string {
-	return promptSimple + "\n\n" + r.limits(s)
+	var b strings.Builder
+	b.Grow(len(promptSimple) + 2 + 160 + len(r.tv.list))
+	b.WriteString(promptSimple)
+	b.WriteString("\n\n")
+	r.writeLimits(&b, s)
+	return b.String()
 }
 
 // stageMessages is what stage i of n receives: its role prompt and limits,

@@ -1,6 +1,10 @@
 package chain
 
-import "chainproxy/tools"
+import (
+	"strings"
+
+	"chainproxy/tools"
+)
 
 // toolView is what the engine derives from the runner's specs: the tools
 // offered to models and their names for prompts and error messages. It is
@@ -9,6 +13,9 @@ type toolView struct {
 	version uint64
 	specs   []Tool
 	names   []string
+	// list is names joined for a stage's limits, which every simple and
+	// chain request states in its system prompt.
+	list string
 }
 
 // versionedTools is implemented by a runner whose tool set changes at run
@@ -52,6 +59,7 @@ func (e *Engine) newToolView() *toolView {
 		tv.specs = append(tv.specs, t)
 		tv.names = append(tv.names, s.Name)
 	}
+	tv.list = strings.Join(tv.names, ", ")
 	return tv
 }
 
