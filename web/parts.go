@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"chainproxy/chain"
+	"chainproxy/internal/jsonx"
 )
 
 // This file reads the content parts of the three fronts into the chain's
@@ -80,6 +81,11 @@ func contentParts(raw json.RawMessage, where place, parts bool) (text string, ou
 	switch raw[0] {
 	case '"':
 		if s, ok := plainString(raw); ok {
+			return s, nil, 0, nil
+		}
+		// Escapes: a newline or a quote is in nearly every message of a
+		// real conversation.
+		if s, ok := jsonx.Unquote(raw); ok {
 			return s, nil, 0, nil
 		}
 		var s string

@@ -119,3 +119,31 @@ func BenchmarkAppendString(b *testing.B) {
 		})
 	}
 }
+
+// FuzzUnquote: Unquote decodes a token as json.Unmarshal into a string
+// does, and refuses what it refuses.
+func FuzzUnquote(f *testing.F) {
+	for _, s := range []string{`"hello"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"\u00e9\u2028"`, `"\ud83d\ude00"`, `"\ud83d"`, `"\ud83dx"`, `"\ude00\ud83d"`, `"\ud83d\u0041"`,
+		"\"\xff\xfe\"", "\"é😀\"", `"\'"`, `"\x"`, `"\u12"`, `"\u12g4"`, "\"a\x01\"", `"a"b"`, `"abc\"`, `"`, `""`, `abc`, `"a" `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := Unquote(raw)
+		var want string
+		err := json.Unmarshal(raw, &want)
+		if ok != (err == nil) || ok && got != want {
+			t.Fatalf("Unquote(%q) = %q, %v; encoding/json: %q, %v", raw, got, ok, want, err)
+		}
+	})
+}
+
+func BenchmarkUnquote(b *testing.B) {
+	text, _ := json.Marshal(strings.Repeat("L'équipe a analysé \"main.go\"\n\tet trouvé <3> erreurs; the proxy relays it. ", 12))
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := Unquote(text); !ok {
+			b.Fatal("refused")
+		}
+	}
+}
