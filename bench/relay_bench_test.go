@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -98,7 +99,33 @@ tools:
 // the two is what the proxy adds; run it with -cpu 1 to have client, target
 // and upstream share one core, as the harness pins them.
 func BenchmarkRelay(b *testing.B) {
-	for _, mode := range []string{"non-stream", "stream"} {
+	benchRelay(b, []string{"non-stream", "stream"}, func(model string, stream bool) []byte {
+		return []byte(`{"model":"` + model + `","stream":` + fmt.Sprint(stream) + `,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the proxy in one sentence."}]}`)
+	})
+}
+
+// BenchmarkRelayLarge is BenchmarkRelay with the request of an agent deep
+// in a session: a 40-turn conversation of about 44 KB, French and English
+// prose with quotes, tabs and newlines. What the proxy spends per byte of
+// the request (checking, decoding, fitting, encoding it upstream, masking
+// the stored trace's prompts) shows here, and barely in BenchmarkRelay.
+func BenchmarkRelayLarge(b *testing.B) {
+	var msgs strings.Builder
+	for i := range 40 {
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		text, _ := json.Marshal(strings.Repeat(fmt.Sprintf("Turn %d: l'équipe a analysé \"main.go\"\n\tet trouvé <3> erreurs; the proxy relays it. ", i), 12))
+		fmt.Fprintf(&msgs, `,{"role":%q,"content":%s}`, role, text)
+	}
+	benchRelay(b, []string{"non-stream"}, func(model string, stream bool) []byte {
+		return []byte(`{"model":"` + model + `","stream":` + fmt.Sprint(stream) + `,"messages":[{"role":"system","content":"You are a coding agent."}` + msgs.String() + `]}`)
+	})
+}
+
+func benchRelay(b *testing.B, modes []string, request func(model string, stream bool) []byte) {
+	for _, mode := range modes {
 		for _, target := range []string{"bare", "proxy", "simple"} {
 			b.Run(mode+"/"+target, func(b *testing.B) {
 				up := relayUpstream(b)
@@ -121,7 +148,7 @@ func BenchmarkRelay(b *testing.B) {
 				if target == "simple" {
 					model = chain.ModelSimple
 				}
-				body := []byte(`{"model":"` + model + `","stream":` + fmt.Sprint(mode == "stream") + `,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the proxy in one sentence."}]}`)
+				body := request(model, mode == "stream")
 				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 				b.ReportAllocs()
 				for b.Loop() {
