@@ -246,3 +246,23 @@ func FuzzAnthropicFrames(f *testing.F) {
 		}
 	})
 }
+
+// FuzzResponsesDelta: a Responses delta framed by hand is the event
+// encoding/json writes for it.
+func FuzzResponsesDelta(f *testing.F) {
+	f.Add(false, 3, "msg_abc_0", 0, "hello")
+	f.Add(true, 12, "rs_abc_1", 1, "a\"<b>\n\xff\u2028")
+	f.Fuzz(func(t *testing.T, reasoning bool, seq int, id string, idx int, text string) {
+		ev := responseEvent{Type: "response.output_text.delta", SequenceNumber: seq, ItemID: id, OutputIndex: &idx, ContentIndex: &index0, Delta: &text, Logprobs: &[]struct{}{}}
+		if reasoning {
+			ev = responseEvent{Type: "response.reasoning_summary_text.delta", SequenceNumber: seq, ItemID: id, OutputIndex: &idx, SummaryIndex: &index0, Delta: &text}
+		}
+		if id == "" {
+			return // item ids are never empty; encoding/json would leave it out
+		}
+		want, _ := json.Marshal(&ev)
+		if got := appendResponsesDelta(nil, reasoning, seq, id, idx, text); string(got) != string(want) {
+			t.Errorf("appendResponsesDelta = %s\nencoding/json = %s", got, want)
+		}
+	})
+}

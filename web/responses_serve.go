@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"chainproxy/chain"
+	"chainproxy/internal/jsonx"
 )
 
 // responses serves POST /v1/responses: OpenAI's Responses API in front of
@@ -204,20 +206,66 @@ type responseEvent struct {
 // index0 is the only content and summary index the proxy writes: one part per item.
 var index0 = 0
 
+// send writes one event. It is encoded with encoding/json, not goccy/go-json
+// (marshal): the events of a stream go out deep in a run, where goccy's
+// 9 KiB stack frame grew every streaming goroutine's stack from 16 to 32
+// KiB, and the ones that go through here are a few a response; the deltas,
+// one a chunk, are framed by hand (sendDelta).
 func (e *responsesEncoder) send(ev responseEvent) error {
 	ev.SequenceNumber = e.seq
 	e.seq++
-	b, err := marshal(&ev)
+	b, err := json.Marshal(&ev)
 	if err != nil {
 		return err
 	}
 	return e.w.event(ev.Type, b)
 }
 
+// sendDelta writes a text delta of the open item, at output index idx.
+func (e *responsesEncoder) sendDelta(reasoning bool, id string, idx int, text string) error {
+	typ := "response.output_text.delta"
+	if reasoning {
+		typ = "response.reasoning_summary_text.delta"
+	}
+	w := e.w
+	w.buf = append(w.buf, "event: "...)
+	w.buf = append(w.buf, typ...)
+	w.buf = append(w.buf, "\ndata: "...)
+	w.buf = appendResponsesDelta(w.buf, reasoning, e.seq, id, idx, text)
+	w.buf = append(w.buf, '\n', '\n')
+	e.seq++
+	return w.flush()
+}
+
+// appendResponsesDelta appends the delta event's JSON: what encoding/json
+// writes for its responseEvent (FuzzResponsesDelta).
+func appendResponsesDelta(b []byte, reasoning bool, seq int, id string, idx int, text string) []byte {
+	if reasoning {
+		b = append(b, `{"type":"response.reasoning_summary_text.delta","sequence_number":`...)
+	} else {
+		b = append(b, `{"type":"response.output_text.delta","sequence_number":`...)
+	}
+	b = strconv.AppendInt(b, int64(seq), 10)
+	b = append(b, `,"output_index":`...)
+	b = strconv.AppendInt(b, int64(idx), 10)
+	b = append(b, `,"item_id":`...)
+	b = jsonx.AppendString(b, id)
+	if reasoning {
+		b = append(b, `,"summary_index":0,"delta":`...)
+		b = jsonx.AppendString(b, text)
+		return append(b, '}')
+	}
+	b = append(b, `,"content_index":0,"delta":`...)
+	b = jsonx.AppendString(b, text)
+	return append(b, `,"logprobs":[]}`...)
+}
+
 // sendResponse sends an event carrying the response, with trace when set;
-// before, res and the response go to keep when both are set.
+// before, res and the response go to keep when both are set. The response
+// is encoded with encoding/json, as in send: the first two go out deep in a
+// run.
 func (e *responsesEncoder) sendResponse(typ string, trace []byte, res *chain.Result) error {
-	b, err := marshal(e.obj)
+	b, err := json.Marshal(e.obj)
 	if err != nil {
 		return err
 	}
@@ -227,7 +275,18 @@ func (e *responsesEncoder) sendResponse(typ string, trace []byte, res *chain.Res
 	if res != nil && e.keep != nil {
 		e.keep(res, b)
 	}
-	return e.send(responseEvent{Type: typ, Response: b})
+	// {"type","sequence_number","response"}, the order of responseEvent's
+	// fields, framed here: b, which holds the trace, is written as it is.
+	doc := make([]byte, 0, len(b)+len(typ)+64)
+	doc = append(doc, `{"type":`...)
+	doc = jsonx.AppendString(doc, typ)
+	doc = append(doc, `,"sequence_number":`...)
+	doc = strconv.AppendInt(doc, int64(e.seq), 10)
+	doc = append(doc, `,"response":`...)
+	doc = append(doc, b...)
+	doc = append(doc, '}')
+	e.seq++
+	return e.w.event(typ, doc)
 }
 
 // open starts the response: headers, response.created, response.in_progress.
@@ -325,11 +384,7 @@ func (e *responsesEncoder) delta(kind, text string) error {
 		}
 	}
 	e.text.WriteString(text)
-	idx := len(e.output) - 1
-	if kind == "reasoning" {
-		return e.send(responseEvent{Type: "response.reasoning_summary_text.delta", ItemID: e.curID(), OutputIndex: &idx, SummaryIndex: &index0, Delta: &text})
-	}
-	return e.send(responseEvent{Type: "response.output_text.delta", ItemID: e.curID(), OutputIndex: &idx, ContentIndex: &index0, Delta: &text, Logprobs: &[]struct{}{}})
+	return e.sendDelta(kind == "reasoning", e.curID(), len(e.output)-1, text)
 }
 
 func (e *responsesEncoder) event(ev chain.Event) error {
