@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // validCases are bodies on each side of every rule, and of the depth limit.
 var validCases = []string{
 	`{}`, `[]`, ` {"a" : [1, -2.5e+3, true, false, null, "x"]} `, `{"a":{}}`, `[[],{}]`,
 	`"\"\\\/\b\f\n\r\t\u00e9\uD83D"`, `0`, `-0`, `1.5`, `1E9`, `-0.0e-1`, "\t\r\n 1 \n",
-	"\"\xff\"", // not UTF-8: valid JSON all the same, as for encoding/json
+	"\"\xff\"", "\"\xc3\"", "\"é\xe2\x82\"", "\"\xed\xa0\x80\"", // not UTF-8
 	``, ` `, `{`, `}`, `[1,]`, `[,1]`, `{"a":1,}`, `{"a"}`, `{"a":}`, `{a:1}`, `{"a":1 "b":2}`,
 	`[1 2]`, `01`, `-`, `1.`, `.5`, `1e`, `1e+`, `+1`, `--1`, `"\x"`, `"\u12"`, `"\u12g4"`,
 	"\"a\x01\"", `"abc`, `tru`, `nulll`, `1 2`, `{"a":1}]`, `[1}`, `{"a":1]`, `[`, `["a":1]`,
@@ -24,8 +25,8 @@ var validCases = []string{
 
 func TestValid(t *testing.T) {
 	for _, c := range validCases {
-		if got, want := Valid([]byte(c)), json.Valid([]byte(c)); got != want {
-			t.Errorf("Valid(%.40q) = %v, encoding/json says %v", c, got, want)
+		if got, want := Valid([]byte(c)), utf8.ValidString(c) && json.Valid([]byte(c)); got != want {
+			t.Errorf("Valid(%.40q) = %v, utf8 and encoding/json say %v", c, got, want)
 		}
 	}
 }
@@ -39,15 +40,16 @@ func TestValidDeep(t *testing.T) {
 	}
 }
 
-// FuzzValid: Valid agrees with encoding/json.Valid on every input.
+// FuzzValid: Valid agrees with utf8.Valid and encoding/json.Valid on every
+// input.
 func FuzzValid(f *testing.F) {
 	for _, c := range validCases {
 		f.Add([]byte(c))
 	}
 	f.Add([]byte(`{"model":"A","messages":[{"role":"user","content":"l'\u00e9quipe \"a\" <b>"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}],"temperature":0.2}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if got, want := Valid(data), json.Valid(data); got != want {
-			t.Fatalf("Valid(%q) = %v, encoding/json says %v", data, got, want)
+		if got, want := Valid(data), utf8.Valid(data) && json.Valid(data); got != want {
+			t.Fatalf("Valid(%q) = %v, utf8 and encoding/json say %v", data, got, want)
 		}
 	})
 }
@@ -89,7 +91,7 @@ func BenchmarkValid(b *testing.B) {
 		for _, v := range []struct {
 			name  string
 			valid func([]byte) bool
-		}{{"jsonx", Valid}, {"encoding-json", json.Valid}} {
+		}{{"jsonx", Valid}, {"utf8+encoding-json", func(b []byte) bool { return utf8.Valid(b) && json.Valid(b) }}} {
 			b.Run(body.name+"/"+v.name, func(b *testing.B) {
 				b.SetBytes(int64(len(body.data)))
 				b.ReportAllocs()

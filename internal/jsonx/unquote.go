@@ -28,7 +28,7 @@ func Unquote(raw []byte) (string, bool) {
 	b := make([]byte, 0, len(s)+utf8.UTFMax)
 	for r := 0; r < len(s); {
 		start := r
-		for r < len(s) && s[r] < utf8.RuneSelf && plain[s[r]] {
+		for r < len(s) && plain[s[r]] {
 			r++
 		}
 		b = append(b, s[start:r]...)

@@ -5,14 +5,16 @@
 // encoding/json gives; the tests compare them with it.
 package jsonx
 
+import "unicode/utf8"
+
 // maxDepth is encoding/json's nesting limit: a body nested deeper is
 // refused, by encoding/json and here.
 const maxDepth = 10000
 
-// Valid reports whether data is one JSON value, with white space around it,
-// as encoding/json.Valid does, about four times faster. Like it, it does not
-// check that strings are UTF-8, and it refuses values nested more than
-// 10,000 deep.
+// Valid reports whether data is one JSON value in UTF-8, with white space
+// around it: what utf8.Valid(data) && encoding/json.Valid(data) report, in
+// one pass and about four times faster. Like encoding/json, it refuses
+// values nested more than 10,000 deep.
 //
 // It keeps its own stack rather than recursing: the validators that recurse
 // (gjson's, segmentio's) take a goroutine's stack past its 1 GB limit on a
@@ -121,17 +123,17 @@ func skipSpace(data []byte, i int) int {
 	return i
 }
 
-// plain marks the bytes a string holds as they are: not a quote, a
-// backslash or a control character.
+// plain marks the bytes a string holds as they are: ASCII but the quote,
+// the backslash and control characters.
 var plain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
 }()
 
 // str reads the string starting at data[i] == '"' and returns the index
-// after its closing quote, or -1.
+// after its closing quote, or -1; its text must be UTF-8.
 func str(data []byte, i int) int {
 	i++
 	for {
@@ -141,10 +143,10 @@ func str(data []byte, i int) int {
 		if i >= len(data) {
 			return -1
 		}
-		switch data[i] {
-		case '"':
+		switch c := data[i]; {
+		case c == '"':
 			return i + 1
-		case '\\':
+		case c == '\\':
 			if i+1 >= len(data) {
 				return -1
 			}
@@ -164,6 +166,12 @@ func str(data []byte, i int) int {
 			default:
 				return -1
 			}
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(data[i:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
+			}
+			i += size
 		default:
 			return -1 // a control character
 		}
