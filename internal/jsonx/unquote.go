@@ -25,70 +25,80 @@ func Unquote(raw []byte) (string, bool) {
 		return "", false
 	}
 	s := raw[1 : len(raw)-1]
-	b := make([]byte, 0, len(s)+utf8.UTFMax)
+	b := make([]byte, 0, len(s))
+	start := 0 // s[start:r] is text still to copy as it is
 	for r := 0; r < len(s); {
-		start := r
-		for r < len(s) && plain[s[r]] {
+		c := s[r]
+		if plain[c] {
 			r++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			if twoByte(s, r) {
+				r += 2
+				continue
+			}
+			rr, size := utf8.DecodeRune(s[r:])
+			if rr != utf8.RuneError || size != 1 {
+				r += size
+				continue
+			}
+			b = append(b, s[start:r]...)
+			b = append(b, "\uFFFD"...) // not UTF-8
+			r++
+			start = r
+			continue
 		}
 		b = append(b, s[start:r]...)
-		if r == len(s) {
-			break
+		if c != '\\' || r+1 >= len(s) {
+			return "", false // a quote, a control character, a lone backslash
 		}
-		switch c := s[r]; {
-		case c == '\\':
-			if r+1 >= len(s) {
+		switch s[r+1] {
+		case '"', '\\', '/':
+			b = append(b, s[r+1])
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			rr := getu4(s[r:])
+			if rr < 0 {
 				return "", false
 			}
-			switch s[r+1] {
-			case '"', '\\', '/':
-				b = append(b, s[r+1])
-			case 'b':
-				b = append(b, '\b')
-			case 'f':
-				b = append(b, '\f')
-			case 'n':
-				b = append(b, '\n')
-			case 'r':
-				b = append(b, '\r')
-			case 't':
-				b = append(b, '\t')
-			case 'u':
-				rr := getu4(s[r:])
-				if rr < 0 {
-					return "", false
-				}
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if rr1 := getu4(s[r:]); rr1 >= 0 {
-						if dec := utf16.DecodeRune(rr, rr1); dec != unicode.ReplacementChar {
-							r += 6
-							b = utf8.AppendRune(b, dec)
-							continue
-						}
-					}
+			r += 6
+			if utf16.IsSurrogate(rr) {
+				rr1 := getu4(s[r:])
+				if dec := utf16.DecodeRune(rr, rr1); rr1 >= 0 && dec != unicode.ReplacementChar {
+					r += 6
+					rr = dec
+				} else {
 					rr = unicode.ReplacementChar
 				}
-				b = utf8.AppendRune(b, rr)
-				continue
-			default:
-				return "", false
 			}
-			r += 2
-		case c < utf8.RuneSelf:
-			return "", false // a quote or a control character
+			b = utf8.AppendRune(b, rr)
+			start = r
+			continue
 		default:
-			// Multi-byte: kept when well formed, else U+FFFD.
-			rr, size := utf8.DecodeRune(s[r:])
-			if rr == utf8.RuneError && size == 1 {
-				b = append(b, "\uFFFD"...)
-			} else {
-				b = append(b, s[r:r+size]...)
-			}
-			r += size
+			return "", false
 		}
+		r += 2
+		start = r
 	}
+	b = append(b, s[start:]...)
 	return string(b), true
+}
+
+// twoByte reports whether s[i:] starts with a two-byte UTF-8 sequence,
+// which is always valid: most accented letters. Read inline, it spares
+// them utf8.DecodeRune.
+func twoByte[T string | []byte](s T, i int) bool {
+	return s[i] >= 0xC2 && s[i] <= 0xDF && i+1 < len(s) && s[i+1]&0xC0 == 0x80
 }
 
 // getu4 decodes \uXXXX at the start of s, or returns -1.

@@ -167,6 +167,10 @@ func str(data []byte, i int) int {
 				return -1
 			}
 		case c >= utf8.RuneSelf:
+			if twoByte(data, i) {
+				i += 2
+				continue
+			}
 			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size == 1 {
 				return -1

@@ -35,6 +35,10 @@ func AppendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
+		if twoByte(s, i) {
+			i += 2
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
