@@ -37,6 +37,21 @@ type contentSpan struct{ start, end, n int }
 // decodeChunkSpan is decodeChunk, saying where the content was.
 func decodeChunkSpan(data []byte, sc *streamChunk, model *string) (contentSpan, bool) {
 	d := chunkDecoder{data: data}
+	return d.decode(sc, model)
+}
+
+// decodeWhole decodes an unstreamed answer as decodeChunk decodes an
+// event, each choice's message read into its Delta, and the model into
+// *model: the usual answer, text without tool calls, costs a walk of its
+// bytes rather than goccy/go-json's decoder. It reports false for anything
+// else, which the caller gives to the general decoder (FuzzDecodeWhole).
+func decodeWhole(data []byte, sc *streamChunk, model *string) bool {
+	d := chunkDecoder{data: data, whole: true}
+	_, ok := d.decode(sc, model)
+	return ok
+}
+
+func (d *chunkDecoder) decode(sc *streamChunk, model *string) (contentSpan, bool) {
 	choices := false
 	if !d.object(func(key []byte) bool {
 		switch {
@@ -52,7 +67,13 @@ func decodeChunkSpan(data []byte, sc *streamChunk, model *string) (contentSpan, 
 			// null in a content chunk; the counts in the last one.
 			return d.usage(sc)
 		case foldsTo(key, "usage"):
-			return d.null()
+			// Another spelling, which the general decoder reads too: a
+			// null clears what "usage" set; anything else is left to it.
+			if !d.null() {
+				return false
+			}
+			sc.Usage = nil
+			return true
 		case foldsTo(key, "error"):
 			if !d.null() {
 				return false
@@ -63,6 +84,8 @@ func decodeChunkSpan(data []byte, sc *streamChunk, model *string) (contentSpan, 
 			return false
 		case model != nil && string(key) == "model":
 			return d.str(model)
+		case model != nil && foldsTo(key, "model"):
+			return false
 		}
 		return d.skip()
 	}) {
@@ -83,6 +106,9 @@ type chunkDecoder struct {
 	data    []byte
 	i       int
 	content contentSpan
+	// whole reads an unstreamed answer: its choices hold a "message"
+	// where a stream's events hold a "delta".
+	whole bool
 }
 
 func (d *chunkDecoder) space() {
@@ -154,15 +180,19 @@ func (d *chunkDecoder) choices(sc *streamChunk) bool {
 		sc.Choices = append(sc.Choices, streamChoice{})
 		ch := &sc.Choices[len(sc.Choices)-1]
 		return d.object(func(key []byte) bool {
+			msg := "delta"
+			if d.whole {
+				msg = "message"
+			}
 			switch string(key) {
 			case "index":
 				return d.int(&ch.Index)
-			case "delta":
+			case msg:
 				return d.delta(&ch.Delta)
 			case "finish_reason":
 				return d.str(&ch.FinishReason)
 			}
-			if foldsTo(key, "index", "delta", "finish_reason") {
+			if foldsTo(key, "index", msg, "finish_reason") {
 				return false
 			}
 			return d.skip()

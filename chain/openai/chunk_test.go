@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"strings"
 	"testing"
 
 	gojson "github.com/goccy/go-json"
@@ -163,4 +164,62 @@ func FuzzChunkTemplate(f *testing.F) {
 			checkSameAsGeneral(t, b, got)
 		}
 	})
+}
+
+// wholeSeeds are unstreamed answers as servers write them.
+var wholeSeeds = []struct {
+	data string
+	fast bool // decodeWhole reads it itself
+}{
+	{`{"id":"chatcmpl-1","object":"chat.completion","created":1735689600,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0}},"service_tier":"default","system_fingerprint":"fp"}`, true},
+	{`{"model":"qwen3","choices":[{"index":0,"message":{"role":"assistant","content":"line one\nline \"two\"","reasoning_content":"hmm"},"finish_reason":"length"}]}`, true},
+	{`{"model":"m","choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`, false},
+	{`{"error":{"message":"overloaded"}}`, false},
+	{`{"MODEL":"m","choices":[{"message":{"content":"x"}}]}`, false},
+	{`{"model":"m","choices":[{"Message":{"content":"x"}}]}`, false},
+	{`{"model":"m","choices":[]}`, true},
+}
+
+// FuzzDecodeWhole: whatever the upstream answers, an answer decodeWhole
+// reads is one goccy/go-json reads the same into wholeResponse.
+func FuzzDecodeWhole(f *testing.F) {
+	for _, tc := range wholeSeeds {
+		f.Add([]byte(tc.data))
+	}
+	for _, tc := range chunkSeeds {
+		f.Add([]byte(strings.ReplaceAll(tc.data, `"delta"`, `"message"`)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var got streamChunk
+		var model string
+		if !decodeWhole(data, &got, &model) {
+			return
+		}
+		var want wholeResponse
+		if err := gojson.Unmarshal(data, &want); err != nil {
+			t.Fatalf("decodeWhole read %q, which the general decoder refuses: %v", data, err)
+		}
+		if model != want.Model || len(got.Choices) != len(want.Choices) {
+			t.Fatalf("decodeWhole(%q): model %q, %d choices; general: %q, %d", data, model, len(got.Choices), want.Model, len(want.Choices))
+		}
+		if diff := cmp.Diff(want.Usage, got.Usage); diff != "" {
+			t.Fatalf("decodeWhole(%q) usage differs (-general +fast):\n%s", data, diff)
+		}
+		for i := range got.Choices {
+			if diff := cmp.Diff(want.Choices[i].Message, got.Choices[i].Delta, cmpopts.EquateEmpty()); diff != "" || want.Choices[i].FinishReason != got.Choices[i].FinishReason {
+				t.Fatalf("decodeWhole(%q) choice %d differs (-general +fast):\n%s finish %q %q", data, i, diff, want.Choices[i].FinishReason, got.Choices[i].FinishReason)
+			}
+		}
+	})
+}
+
+// TestDecodeWhole: the usual answers are read by the fast path.
+func TestDecodeWhole(t *testing.T) {
+	for _, tc := range wholeSeeds {
+		var sc streamChunk
+		var model string
+		if got := decodeWhole([]byte(tc.data), &sc, &model); got != tc.fast {
+			t.Errorf("decodeWhole(%.60s…) = %v, want %v", tc.data, got, tc.fast)
+		}
+	}
 }

@@ -584,15 +584,25 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, st 
 	if err != nil {
 		return chain.TransportError(ctx, b.node.Name, err)
 	}
-	var wr wholeResponse
-	if err := gojson.Unmarshal(data, &wr); err != nil || len(wr.Choices) == 0 {
-		msg := "answer without choices"
-		if err != nil {
-			msg = "decode answer: " + err.Error()
+	var (
+		m      *answerMessage
+		finish string
+		sc     streamChunk
+	)
+	if decodeWhole(data, &sc, &st.model) && len(sc.Choices) > 0 {
+		m, finish, st.usage = &sc.Choices[0].Delta, sc.Choices[0].FinishReason, sc.Usage
+	} else {
+		var wr wholeResponse
+		if err := gojson.Unmarshal(data, &wr); err != nil || len(wr.Choices) == 0 {
+			msg := "answer without choices"
+			if err != nil {
+				msg = "decode answer: " + err.Error()
+			}
+			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
 		}
-		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
+		m, finish = &wr.Choices[0].Message, wr.Choices[0].FinishReason
+		st.usage, st.model = wr.Usage, wr.Model
 	}
-	m := &wr.Choices[0].Message
 	if c := st.text(m); !c.Empty() {
 		if err := fn(c); err != nil {
 			return err
@@ -603,8 +613,7 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, st 
 		st.addArgs(pc, tc.Function.Arguments)
 		st.calls = append(st.calls, pc)
 	}
-	st.finish = cmp.Or(wr.Choices[0].FinishReason, "stop")
-	st.usage, st.model = wr.Usage, wr.Model
+	st.finish = cmp.Or(finish, "stop")
 	last, _ := st.Finish()
 	return fn(last)
 }
