@@ -266,9 +266,9 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 	}
 	if len(slows) > 0 {
 		p("## Slow streams\n")
-		p("Fresh processes. The target is first warmed with 100 concurrent fast streams; once the client has closed its connections and the upstream its idle ones (its keep-alive timeout is %s, uvicorn's default), the goroutine count, stable for 2 s, is the baseline. Then %d streams are opened at once, each answered by the upstream with %d chunks %s apart; RSS is sampled every 100 ms, goroutines once every stream has its first chunk. After, the client closes its connections and the goroutines are polled for up to %s.\n", upstreamIdleTimeout, o.slowStreams, chunkCount, o.slowDelay, upstreamIdleTimeout+10*time.Second)
-		p("| target | streams | errors | all open after | held for | RSS base | RSS peak (sampled) | of which file-backed, base → peak | VmHWM | RSS after | goroutines base | open | after | back in |")
-		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+		p("Fresh processes. The target is first warmed with 100 concurrent fast streams; once the client has closed its connections and the upstream its idle ones (its keep-alive timeout is %s, uvicorn's default), the goroutine count, stable for 2 s, is the baseline. Then %d streams are opened at once, each answered by the upstream with %d chunks %s apart; RSS is sampled every 100 ms, goroutines, goroutine stacks, heap objects (live and not yet collected) and the heap size at which the next GC starts once every stream has its first chunk. After, the client closes its connections and the goroutines are polled for up to %s.\n", upstreamIdleTimeout, o.slowStreams, chunkCount, o.slowDelay, upstreamIdleTimeout+10*time.Second)
+		p("| target | streams | errors | all open after | held for | RSS base | RSS peak (sampled) | of which file-backed, base → peak | VmHWM | RSS after | goroutines base | open | after | back in | all open: stacks | heap | next GC at |")
+		p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, s := range slows {
 			errs := fmt.Sprint(s.errs)
 			if s.firstErr != "" {
@@ -278,9 +278,9 @@ func report(w io.Writer, o options, env environment, total map[cell]*measured, r
 			if s.gBack {
 				back = s.gAfterIn.Round(time.Millisecond).String()
 			}
-			p("| %s | %d | %s | %s | %s | %s | %s | %s → %s | %s | %s | %d | %d | %d | %s |", s.target, s.streams, errs,
+			p("| %s | %d | %s | %s | %s | %s | %s | %s → %s | %s | %s | %d | %d | %d | %s | %s | %s | %s |", s.target, s.streams, errs,
 				s.openIn.Round(time.Millisecond), s.held.Round(time.Millisecond), fmtMB(s.rssBase), fmtMB(s.rssPeak), fmtMB(s.fileBase), fmtMB(s.filePeak), fmtMB(s.hwm), fmtMB(s.rssAfter),
-				s.gBase, s.gPeak, s.gAfter, back)
+				s.gBase, s.gPeak, s.gAfter, back, fmtMB(s.open.stacks), fmtMB(s.open.heap), fmtMB(s.open.nextGC))
 		}
 		p("")
 	}

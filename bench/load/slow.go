@@ -23,6 +23,7 @@ type slowResult struct {
 	fileBase, filePeak int64         // their file-backed part (RssFile)
 	hwm                int64         // VmHWM at the end: the kernel's peak
 	gBase, gPeak       int           // goroutines before and while all are open
+	open               goStats       // the Go runtime's figures once all are open
 	gAfter             int           // goroutines once the clients closed
 	gAfterIn           time.Duration // how long they took to get back
 	gBack              bool
@@ -30,30 +31,65 @@ type slowResult struct {
 	minChunks, chunks  int
 }
 
-// goroutines reads go_goroutines from a Prometheus text page (the proxy's
-// /metrics, or the bench roles' /_bench/stats).
+// goStats are the Go runtime's figures a target reports in Prometheus text
+// (the proxy's /metrics through client_golang's Go collector, the bench
+// roles' /_bench/stats with the same names).
+type goStats struct {
+	goroutines int
+	stacks     int64 // go_memstats_stack_inuse_bytes: goroutine stacks
+	heap       int64 // go_memstats_heap_alloc_bytes: heap objects, live and not yet collected
+	nextGC     int64 // go_memstats_next_gc_bytes: the heap size that starts the next GC
+}
+
+// goroutines reads go_goroutines from a Prometheus text page.
 func goroutines(ctx context.Context, url string) (int, error) {
+	s, err := readGoStats(ctx, url)
+	return s.goroutines, err
+}
+
+// readGoStats reads goStats from a Prometheus text page (the proxy's
+// /metrics, or the bench roles' /_bench/stats).
+func readGoStats(ctx context.Context, url string) (goStats, error) {
+	var s goStats
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return s, err
 	}
 	// A fresh connection each time, closed after: the probe must not leave
 	// an idle connection (and its goroutine) behind in the server.
 	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return s, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	found := false
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "go_goroutines":
+			s.goroutines, found = int(f), true
+		case "go_memstats_stack_inuse_bytes":
+			s.stacks = int64(f)
+		case "go_memstats_heap_alloc_bytes":
+			s.heap = int64(f)
+		case "go_memstats_next_gc_bytes":
+			s.nextGC = int64(f)
 		}
 	}
-	return 0, errors.New("no go_goroutines in " + url)
+	if !found {
+		return s, errors.New("no go_goroutines in " + url)
+	}
+	return s, sc.Err()
 }
 
 // holdSlowStreams opens n concurrent streams whose upstream waits delay
@@ -123,8 +159,8 @@ func holdSlowStreams(ctx context.Context, t target, statsURL string, n int, dela
 		if !sampled && opened.Load() == int64(n) {
 			sampled = true
 			res.openIn = time.Since(start)
-			if g, err := goroutines(ctx, statsURL); err == nil {
-				res.gPeak = g
+			if st, err := readGoStats(ctx, statsURL); err == nil {
+				res.gPeak, res.open = st.goroutines, st
 			}
 		}
 	}

@@ -196,9 +196,15 @@ func serveUpstream(ctx context.Context, addr, pprofAddr string, stdout io.Writer
 // goroutines, go away after a test, as they do in production.
 const upstreamIdleTimeout = 5 * time.Second
 
-// serveStats reports the process's goroutines, as the proxy's /metrics does.
+// serveStats reports the process's goroutines and memory under the names
+// of the proxy's /metrics (client_golang's Go collector).
 func serveStats(w http.ResponseWriter, r *http.Request) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	fmt.Fprintf(w, "go_goroutines %d\n", runtime.NumGoroutine())
+	fmt.Fprintf(w, "go_memstats_stack_inuse_bytes %d\n", ms.StackInuse)
+	fmt.Fprintf(w, "go_memstats_heap_alloc_bytes %d\n", ms.HeapAlloc)
+	fmt.Fprintf(w, "go_memstats_next_gc_bytes %d\n", ms.NextGC)
 }
 
 // serve runs handler on addr until ctx ends, with the server settings of
