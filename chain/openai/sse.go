@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -21,29 +20,55 @@ var errEventTooLarge = errors.New("stream event larger than 16 MiB")
 // and "retry:" lines are skipped. It is go-openai's stream reader without
 // its per-line regular expressions, which cost more than decoding the
 // chunk.
+//
+// It buffers the body itself rather than through a bufio.Reader, so that a
+// stream that waits for its model holds a small buffer: a slow stream's
+// events come one per read and are used up before the next, and a reader
+// whose buffer is used up reads into small, its own 512 bytes. Only a read
+// that fills small (events arriving faster than they are read, or a long
+// line) takes a pooled buffer of net/http's size, given back once it is
+// used up and reads bring little again. With a 4 KiB buffer held by every
+// open stream, 1,000 slow streams held 4 MB in them.
 type sseReader struct {
-	br   *bufio.Reader
-	long []byte // a line longer than br's buffer
-	data []byte
+	body  io.Reader
+	buf   []byte         // small[:] or big[:]
+	big   *[bigSize]byte // from bigBuffers while events come faster than they are read
+	r, w  int            // buf[r:w] is read but not used yet
+	n     int            // what the last read brought
+	err   error          // the body's error, returned once buf[r:w] is used up
+	long  []byte         // a line longer than big
+	data  []byte
+	small [smallSize]byte
 }
 
-// readerSize is the read buffer of a stream: an event is a few hundred
-// bytes, and a longer line is read in pieces (line). A stream holds its
-// buffer while it is open, so it is net/http's own size rather than a
-// larger one: 1,000 open streams held 16 MB in 16 KiB buffers.
-const readerSize = 4 << 10
+const (
+	// smallSize holds one chunk event of the usual servers (200 to 400
+	// bytes): a stream that waits between events never needs more.
+	smallSize = 512
+	// bigSize is the buffer of a stream whose events come faster than
+	// they are read: net/http's own size, as the transport's is.
+	bigSize = 4 << 10
+)
 
-var readers = sync.Pool{New: func() any { return &sseReader{br: bufio.NewReaderSize(nil, readerSize)} }}
+// errBufferFull says that a line is longer than the largest buffer: line
+// returns it in pieces.
+var errBufferFull = errors.New("sse: buffer full")
+
+var (
+	readers    = sync.Pool{New: func() any { return new(sseReader) }}
+	bigBuffers = sync.Pool{New: func() any { return new([bigSize]byte) }}
+)
 
 // newSSEReader returns a pooled reader of body; release it when done.
 func newSSEReader(body io.Reader) *sseReader {
 	r := readers.Get().(*sseReader)
-	r.br.Reset(body)
+	r.body, r.buf = body, r.small[:]
 	return r
 }
 
 func (r *sseReader) release() {
-	r.br.Reset(nil)
+	r.dropBig()
+	r.body, r.buf, r.r, r.w, r.n, r.err = nil, nil, 0, 0, 0, nil
 	if cap(r.long) > 64<<10 {
 		r.long = nil
 	}
@@ -51,6 +76,14 @@ func (r *sseReader) release() {
 		r.data = nil
 	}
 	readers.Put(r)
+}
+
+// dropBig gives the big buffer back; buf must hold nothing unread.
+func (r *sseReader) dropBig() {
+	if r.big != nil {
+		bigBuffers.Put(r.big)
+		r.big, r.buf = nil, r.small[:]
+	}
 }
 
 // next returns the data of the next event, valid until the next call, or
@@ -94,14 +127,14 @@ func (r *sseReader) next() ([]byte, error) {
 // line returns the next line without its end ("\n" or "\r\n"), valid until
 // the next call. A last line without an end is returned before io.EOF.
 func (r *sseReader) line() ([]byte, error) {
-	line, err := r.br.ReadSlice('\n')
-	if errors.Is(err, bufio.ErrBufferFull) {
+	line, err := r.slice()
+	if errors.Is(err, errBufferFull) {
 		r.long = append(r.long[:0], line...)
-		for errors.Is(err, bufio.ErrBufferFull) {
+		for errors.Is(err, errBufferFull) {
 			if len(r.long) > maxEvent {
 				return nil, errEventTooLarge
 			}
-			line, err = r.br.ReadSlice('\n')
+			line, err = r.slice()
 			r.long = append(r.long, line...)
 		}
 		line = r.long
@@ -111,4 +144,65 @@ func (r *sseReader) line() ([]byte, error) {
 	}
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	return bytes.TrimSuffix(line, []byte("\r")), nil
+}
+
+// slice is bufio.Reader.ReadSlice('\n') on r's own buffer: the next line
+// with its "\n", valid until the next call; errBufferFull with the whole
+// buffer when the line is longer than it; the body's error with what is
+// left at its end.
+func (r *sseReader) slice() ([]byte, error) {
+	for empty := 0; ; {
+		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
+			line := r.buf[r.r : r.r+i+1]
+			r.r += i + 1
+			return line, nil
+		}
+		if r.err != nil {
+			line, err := r.buf[r.r:r.w], r.err
+			r.r, r.w, r.err = 0, 0, nil
+			return line, err
+		}
+		if r.r == 0 && r.w == len(r.buf) && r.big != nil {
+			r.r, r.w = 0, 0
+			return r.buf, errBufferFull
+		}
+		if r.fill() {
+			empty = 0
+		} else if empty++; empty >= 100 {
+			return nil, io.ErrNoProgress
+		}
+	}
+}
+
+// fill reads the body once into the free end of the buffer, after moving
+// what is unread to its start, and reports whether the read brought bytes.
+// A buffer used up after a small read reads into small, where a stream
+// waits for its model; one that a read filled takes the big buffer for the
+// reads that follow, and keeps it while they bring more than small holds.
+func (r *sseReader) fill() bool {
+	if r.r > 0 {
+		r.w = copy(r.buf, r.buf[r.r:r.w])
+		r.r = 0
+	}
+	switch {
+	case r.w == 0 && r.n < smallSize:
+		// All is used up and came in small reads: the next read may
+		// well wait for the model.
+		r.dropBig()
+	case r.w == len(r.buf) && r.big == nil:
+		r.big = bigBuffers.Get().(*[bigSize]byte)
+		r.w = copy(r.big[:], r.buf[:r.w])
+		r.buf = r.big[:]
+	}
+	n, err := r.body.Read(r.buf[r.w:])
+	r.w += n
+	r.n, r.err = n, err
+	if r.w == len(r.buf) && r.big == nil {
+		// Events come faster than they are read: the next reads take
+		// more at once.
+		r.big = bigBuffers.Get().(*[bigSize]byte)
+		r.w = copy(r.big[:], r.buf[:r.w])
+		r.buf = r.big[:]
+	}
+	return n > 0
 }

@@ -2,10 +2,12 @@ package openai
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -14,7 +16,12 @@ import (
 
 // readAll returns the data of every event of body.
 func readAll(body string) ([]string, error) {
-	r := newSSEReader(strings.NewReader(body))
+	return readFrom(strings.NewReader(body))
+}
+
+// readFrom returns the data of every event read from body.
+func readFrom(body io.Reader) ([]string, error) {
+	r := newSSEReader(body)
 	defer r.release()
 	var out []string
 	for {
@@ -46,19 +53,105 @@ func TestSSEReader(t *testing.T) {
 		{"last event without a blank line", "data: a\n\ndata: [DONE]", []string{"a", "[DONE]"}},
 		{"last line without an end", "data: a", []string{"a"}},
 		{"line longer than the buffer", "data: " + long + "\n\ndata: b\n\n", []string{long, "b"}},
+		{"line longer than the small buffer", "data: " + long[:smallSize+10] + "\n\ndata: b\n\n", []string{long[:smallSize+10], "b"}},
+		{"line as long as the big buffer", "data: " + long[:bigSize-len("data: \n")] + "\n\ndata: b\n\n", []string{long[:bigSize-len("data: \n")], "b"}},
+		{"many events at once", burst(50), burstWant(50)},
 		{"empty data", "data:\n\n", []string{""}},
 		{"nothing", "", nil},
 	}
+	// However the body comes in (all at once, byte by byte, by halves,
+	// with its end), the events are the same.
+	reads := map[string]func(io.Reader) io.Reader{
+		"whole":       func(r io.Reader) io.Reader { return r },
+		"one byte":    iotest.OneByteReader,
+		"halves":      iotest.HalfReader,
+		"error early": iotest.DataErrReader,
+	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := readAll(tt.body)
-			if err != nil {
-				t.Fatalf("error = %v", err)
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("events (-want +got):\n%s", diff)
-			}
-		})
+		for how, wrap := range reads {
+			t.Run(tt.name+"/"+how, func(t *testing.T) {
+				got, err := readFrom(wrap(strings.NewReader(tt.body)))
+				if err != nil {
+					t.Fatalf("error = %v", err)
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("events (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// burst is n chunk events of the usual size, one after the other.
+func burst(n int) string {
+	var b strings.Builder
+	for _, e := range burstWant(n) {
+		b.WriteString("data: " + e + "\n\n")
+	}
+	return b.String()
+}
+
+func burstWant(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[{"index":0,"delta":{"content":"word%d "},"logprobs":null,"finish_reason":null}]}`, i))
+	}
+	return out
+}
+
+// eventReader returns one event per Read, as a stream whose model is
+// slower than the proxy does.
+type eventReader struct{ events []string }
+
+func (r *eventReader) Read(p []byte) (int, error) {
+	if len(r.events) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.events[0])
+	if r.events[0] = r.events[0][n:]; r.events[0] == "" {
+		r.events = r.events[1:]
+	}
+	return n, nil
+}
+
+// TestSSEReaderWaitsSmall checks what a stream holds while it waits: the
+// events of a slow stream come one per read and leave no pooled buffer
+// behind, while a burst takes one and gives it back once read.
+func TestSSEReaderWaitsSmall(t *testing.T) {
+	var events []string
+	for _, e := range burstWant(5) {
+		events = append(events, "data: "+e+"\n\n")
+	}
+	slow := newSSEReader(&eventReader{events: events})
+	defer slow.release()
+	for i := range events {
+		if _, err := slow.next(); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if slow.big != nil {
+			t.Fatalf("after event %d of a slow stream the reader holds a %d-byte buffer, want only its own %d bytes", i, bigSize, smallSize)
+		}
+	}
+
+	fast := newSSEReader(&eventReader{events: []string{burst(20), "data: " + burstWant(1)[0] + "\n\n"}})
+	defer fast.release()
+	if _, err := fast.next(); err != nil {
+		t.Fatal(err)
+	}
+	if fast.big == nil {
+		t.Fatal("a burst of 20 events is read through the small buffer, want the big one")
+	}
+	for i := range 20 {
+		if _, err := fast.next(); err != nil {
+			t.Fatalf("event %d: %v", i+1, err)
+		}
+	}
+	// The next read, after the lone event, is where the stream would wait.
+	if _, err := fast.next(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the last event: error = %v, want io.EOF", err)
+	}
+	if fast.big != nil {
+		t.Error("the burst is read and the next event came alone, but the reader still holds the big buffer while it waits")
 	}
 }
 
@@ -78,11 +171,18 @@ func FuzzSSEReader(f *testing.F) {
 	f.Add("data: a\n\n", "a", "b")
 	f.Add("data: {\"x\"\r\ndata:1}\r\n\r\n: c\n", "", " lead")
 	f.Fuzz(func(t *testing.T, body, a, b string) {
-		// Any body: no panic, no event over the cap.
-		events, _ := readAll(body)
+		// Any body: no panic, no event over the cap, the same events
+		// however it comes in.
+		events, err := readAll(body)
 		for _, e := range events {
 			if len(e) > maxEvent {
 				t.Fatalf("event of %d bytes", len(e))
+			}
+		}
+		for _, wrap := range []func(io.Reader) io.Reader{iotest.OneByteReader, iotest.HalfReader} {
+			got, gotErr := readFrom(wrap(strings.NewReader(body)))
+			if !cmp.Equal(got, events) || (gotErr == nil) != (err == nil) {
+				t.Fatalf("read in pieces: events %q, error %v; read whole: %q, %v", got, gotErr, events, err)
 			}
 		}
 		// Data without line ends comes back as written, whichever line end
