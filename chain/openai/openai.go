@@ -86,12 +86,31 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 // names it: the call is then made again once without it, and the backend
 // remembers not to send it to that node any more.
 func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
-	creq := newChatRequest(req)
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
 		defer cancel()
 	}
+	resp, stream, err := b.open(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	// A server may answer a stream request with one JSON object (some
+	// ignore "stream"): it is read as the whole answer it is.
+	if !stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return b.readWhole(ctx, resp.Body, resp.ContentLength, req, fn)
+	}
+	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), req, fn)
+}
+
+// open sends req and returns the answer and whether it was asked as a
+// stream. The request is built and encoded here, not in Chat, so that it
+// is not on the stack of the goroutine that then waits out the whole
+// answer: that stack is what an open stream holds, and past an average
+// of about 3 KiB a goroutine, new goroutines start with 8 KiB rather than 4.
+func (b *Backend) open(ctx context.Context, req *chain.Request) (*http.Response, bool, error) {
+	creq := newChatRequest(req)
 	creq.Stream = !req.Whole
 	if creq.Stream && !b.noStreamOptions.Load() {
 		creq.StreamOptions = &streamOptions{IncludeUsage: true}
@@ -102,16 +121,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		creq.StreamOptions = nil
 		resp, err = b.post(ctx, creq)
 	}
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	// A server may answer a stream request with one JSON object (some
-	// ignore "stream"): it is read as the whole answer it is.
-	if !creq.Stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return b.readWhole(ctx, resp.Body, resp.ContentLength, newStream(req), fn)
-	}
-	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), newStream(req), fn)
+	return resp, creq.Stream, err
 }
 
 // post sends a chat completion request. A status of 400 or more comes back
@@ -201,9 +211,10 @@ func newStream(req *chain.Request) Stream {
 	return Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
 }
 
-// readStream reads the server-sent events of a streamed answer into st.
-// Once a tool call goes over st's caps, the rest of the answer is not read.
-func (b *Backend) readStream(ctx context.Context, body io.Reader, st Stream, fn func(chain.Chunk) error) error {
+// readStream reads the server-sent events of a streamed answer to req.
+// Once a tool call goes over req's caps, the rest of the answer is not read.
+func (b *Backend) readStream(ctx context.Context, body io.Reader, req *chain.Request, fn func(chain.Chunk) error) error {
+	st := newStream(req)
 	r := newSSEReader(body)
 	defer r.release()
 	for {
@@ -572,9 +583,10 @@ type wholeResponse struct {
 	Usage *chain.Usage `json:"usage"`
 }
 
-// readWhole reads an unstreamed answer and delivers it as the chunks a
-// stream would have given: content and reasoning, then the last chunk.
-func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, st Stream, fn func(chain.Chunk) error) error {
+// readWhole reads an unstreamed answer to req and delivers it as the chunks
+// a stream would have given: content and reasoning, then the last chunk.
+func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req *chain.Request, fn func(chain.Chunk) error) error {
+	st := newStream(req)
 	var buf bytes.Buffer
 	if size > 0 && size < maxWholeBody {
 		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
