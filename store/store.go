@@ -24,6 +24,7 @@ import (
 type Store interface {
 	antiloop.Store
 	// PutTrace keeps data under id; only the most recent traces are kept.
+	// The store may keep data itself: the caller must not change it after.
 	PutTrace(ctx context.Context, id string, data []byte) error
 	// GetTrace returns the trace stored under id.
 	GetTrace(ctx context.Context, id string) ([]byte, bool, error)
