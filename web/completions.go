@@ -66,6 +66,10 @@ func (s *Server) chatCompletions(c *gin.Context) {
 			if render == config.RenderDetails {
 				content = head.String() + content
 			}
+			if len(res.Message.ToolCalls) == 0 {
+				b := make([]byte, 0, 256+len(content)+len(res.Message.Reasoning)+len(wire.Model)+len(trace))
+				return appendAnswer(b, completionID(objID), wire.Model, start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
+			}
 			b, err := marshal(toResponse(completionID(objID), wire.Model, start.Unix(), res, content))
 			return withChain(b, trace), err
 		}, fail)

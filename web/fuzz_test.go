@@ -266,3 +266,25 @@ func FuzzResponsesDelta(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAnswerFrame: a non-stream answer framed by hand is the answer
+// json.Marshal writes, with its trace.
+func FuzzAnswerFrame(f *testing.F) {
+	f.Add("chatcmpl-1", "m", int64(1735689600), "Hello", "", "stop", 12, 3)
+	f.Add("chatcmpl-2", "a\"<b>", int64(-1), "line\n\"two\"\xff\u2028\b", "thinking", "length", 0, 0)
+	trace := []byte(`{"mode":"simple","stages":[]}`)
+	f.Fuzz(func(t *testing.T, id, model string, created int64, content, reasoning, finish string, in, out int) {
+		u := chain.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}
+		res := &chain.Result{Message: chain.Message{Role: "assistant", Content: content, Reasoning: reasoning}, FinishReason: finish}
+		resp := toResponse(id, model, created, res, content)
+		resp.Usage = u
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = withChain(want, trace)
+		if got := appendAnswer(nil, id, model, created, content, reasoning, finish, u, trace); string(got) != string(want) {
+			t.Errorf("appendAnswer =\n%s\njson.Marshal =\n%s", got, want)
+		}
+	})
+}

@@ -370,6 +370,38 @@ func toResponse(id, model string, created int64, res *chain.Result, content stri
 	}
 }
 
+// appendAnswer appends the chat.completion toResponse makes for an answer
+// without tool calls, and its trace: the bytes json.Marshal writes for it,
+// then "chain" as withChain adds it (TestAnswerFrame, FuzzAnswerFrame). A
+// non-stream answer is written so, not through an encoder: it was a tenth
+// of what a non-stream relay costs the proxy over a bare reverse proxy.
+func appendAnswer(b []byte, id, model string, created int64, content, reasoning, finish string, u chain.Usage, trace []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonx.AppendString(b, id)
+	b = append(b, `,"object":"chat.completion","created":`...)
+	b = strconv.AppendInt(b, created, 10)
+	b = append(b, `,"model":`...)
+	b = jsonx.AppendString(b, model)
+	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	b = jsonx.AppendString(b, content)
+	b = append(b, `,"refusal":null`...)
+	if reasoning != "" {
+		b = append(b, `,"reasoning_content":`...)
+		b = jsonx.AppendString(b, reasoning)
+	}
+	b = append(b, `},"logprobs":null,"finish_reason":`...)
+	b = jsonx.AppendString(b, finish)
+	b = append(b, `}],"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
+	b = append(b, `},"chain":`...)
+	b = append(b, trace...)
+	return append(b, '}')
+}
+
 func strptr(s string) *string { return &s }
 
 // newChunk is a stream chunk with one choice carrying d.
