@@ -1,22 +1,23 @@
 package chain
 
 import (
-	"io"
-	"net/http"
-	"strings"
-	"time"
-
-	"chainproxy/config"
-	"chainproxy/internal/origin"
-	"chainproxy/internal/redact"
-	"chainproxy/memory"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
+	"time"
+
+	"chainproxy/config"
+	"chainproxy/internal/jsonx"
+	"chainproxy/internal/origin"
+	"chainproxy/internal/redact"
+	"chainproxy/memory"
 )
 
 // Message is one message of a conversation in the proxy's own neutral form
@@ -66,20 +67,14 @@ func ToolDeclaration(t Tool) json.RawMessage {
 	}
 	b := make([]byte, 0, 64+len(t.Name)+len(t.Description)+len(params))
 	b = append(b, `{"type":"function","function":{"name":`...)
-	b = appendQuoted(b, t.Name)
+	b = jsonx.AppendString(b, t.Name)
 	if t.Description != "" {
 		b = append(b, `,"description":`...)
-		b = appendQuoted(b, t.Description)
+		b = jsonx.AppendString(b, t.Description)
 	}
 	b = append(b, `,"parameters":`...)
 	b = append(b, params...)
 	return append(b, "}}"...)
-}
-
-// appendQuoted appends s as a JSON string, as encoding/json writes it.
-func appendQuoted(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always encodes
-	return append(b, q...)
 }
 
 // Params are the sampling options forwarded to a model. Nil means unset.
