@@ -158,13 +158,9 @@ func appendBlockEvent(dst []byte, event string, i int, kind, text string) []byte
 
 // blockEvent writes one event appendBlockEvent frames.
 func (e *anthropicEncoder) blockEvent(event string, i int, kind, text string) error {
-	w := e.w
-	w.buf = append(w.buf, "event: "...)
-	w.buf = append(w.buf, event...)
-	w.buf = append(w.buf, "\ndata: "...)
-	w.buf = appendBlockEvent(w.buf, event, i, kind, text)
-	w.buf = append(w.buf, '\n', '\n')
-	return w.flush()
+	e.w.openEvent(event)
+	e.w.buf = appendBlockEvent(e.w.buf, event, i, kind, text)
+	return e.w.endEvent()
 }
 
 // anthropicEvent is any stream event: each type uses some fields.

@@ -204,12 +204,11 @@ func (e *chatEncoder) send(ch *chunk) error {
 func (e *chatEncoder) content(text, reasoning string) error {
 	e.w.start()
 	w := e.w
-	w.buf = append(w.buf, "data: "...)
+	w.openEvent("")
 	w.buf = append(w.buf, e.head...)
 	w.buf = appendDelta(w.buf, !e.roleSent, text, reasoning)
-	w.buf = append(w.buf, '\n', '\n')
 	e.roleSent = true
-	return w.flush()
+	return w.endEvent()
 }
 
 func (e *chatEncoder) event(ev chain.Event) error {

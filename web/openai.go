@@ -372,7 +372,7 @@ func toResponse(id, model string, created int64, res *chain.Result, content stri
 
 // appendAnswer appends the chat.completion toResponse makes for an answer
 // without tool calls, and its trace: the bytes json.Marshal writes for it,
-// then "chain" as withChain adds it (TestAnswerFrame, FuzzAnswerFrame). A
+// then "chain" as withChain adds it (FuzzAnswerFrame). A
 // non-stream answer is written so, not through an encoder: it was a tenth
 // of what a non-stream relay costs the proxy over a bare reverse proxy.
 func appendAnswer(b []byte, id, model string, created int64, content, reasoning, finish string, u chain.Usage, trace []byte) []byte {
@@ -391,13 +391,9 @@ func appendAnswer(b []byte, id, model string, created int64, content, reasoning,
 	}
 	b = append(b, `},"logprobs":null,"finish_reason":`...)
 	b = jsonx.AppendString(b, finish)
-	b = append(b, `}],"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
-	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
-	b = append(b, `},"chain":`...)
+	b = append(b, `}],"usage":`...)
+	b = appendUsage(b, u)
+	b = append(b, `,"chain":`...)
 	b = append(b, trace...)
 	return append(b, '}')
 }
@@ -443,13 +439,20 @@ func chunkHead(id, model string, created int64) []byte {
 // counts.
 func appendUsageChunk(b, head []byte, u chain.Usage) []byte {
 	b = append(b, head...)
-	b = append(b, `[],"usage":{"prompt_tokens":`...)
+	b = append(b, `[],"usage":`...)
+	b = appendUsage(b, u)
+	return append(b, '}')
+}
+
+// appendUsage appends u as encoding/json writes chain.Usage.
+func appendUsage(b []byte, u chain.Usage) []byte {
+	b = append(b, `{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
 	b = append(b, `,"completion_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
 	b = append(b, `,"total_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.TotalTokens), 10)
-	return append(b, "}}"...)
+	return append(b, '}')
 }
 
 // appendDelta appends the choices of the chunk newChunk would make with a

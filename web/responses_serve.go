@@ -223,28 +223,27 @@ func (e *responsesEncoder) send(ev responseEvent) error {
 
 // sendDelta writes a text delta of the open item, at output index idx.
 func (e *responsesEncoder) sendDelta(reasoning bool, id string, idx int, text string) error {
-	typ := "response.output_text.delta"
-	if reasoning {
-		typ = "response.reasoning_summary_text.delta"
-	}
-	w := e.w
-	w.buf = append(w.buf, "event: "...)
-	w.buf = append(w.buf, typ...)
-	w.buf = append(w.buf, "\ndata: "...)
-	w.buf = appendResponsesDelta(w.buf, reasoning, e.seq, id, idx, text)
-	w.buf = append(w.buf, '\n', '\n')
+	e.w.openEvent(deltaType(reasoning))
+	e.w.buf = appendResponsesDelta(e.w.buf, reasoning, e.seq, id, idx, text)
 	e.seq++
-	return w.flush()
+	return e.w.endEvent()
+}
+
+// deltaType is the type of a text delta: of a reasoning summary, or of a
+// message's output text.
+func deltaType(reasoning bool) string {
+	if reasoning {
+		return "response.reasoning_summary_text.delta"
+	}
+	return "response.output_text.delta"
 }
 
 // appendResponsesDelta appends the delta event's JSON: what encoding/json
 // writes for its responseEvent (FuzzResponsesDelta).
 func appendResponsesDelta(b []byte, reasoning bool, seq int, id string, idx int, text string) []byte {
-	if reasoning {
-		b = append(b, `{"type":"response.reasoning_summary_text.delta","sequence_number":`...)
-	} else {
-		b = append(b, `{"type":"response.output_text.delta","sequence_number":`...)
-	}
+	b = append(b, `{"type":"`...)
+	b = append(b, deltaType(reasoning)...)
+	b = append(b, `","sequence_number":`...)
 	b = strconv.AppendInt(b, int64(seq), 10)
 	b = append(b, `,"output_index":`...)
 	b = strconv.AppendInt(b, int64(idx), 10)

@@ -111,19 +111,28 @@ func (s *sseWriter) flush() error {
 }
 
 // data writes one "data: …" event.
-func (s *sseWriter) data(payload []byte) error {
-	s.buf = append(s.buf, "data: "...)
+func (s *sseWriter) data(payload []byte) error { return s.event("", payload) }
+
+// event writes an event named name ("": unnamed).
+func (s *sseWriter) event(name string, payload []byte) error {
+	s.openEvent(name)
 	s.buf = append(s.buf, payload...)
-	s.buf = append(s.buf, '\n', '\n')
-	return s.flush()
+	return s.endEvent()
 }
 
-// event writes a named event.
-func (s *sseWriter) event(name string, payload []byte) error {
-	s.buf = append(s.buf, "event: "...)
-	s.buf = append(s.buf, name...)
-	s.buf = append(s.buf, "\ndata: "...)
-	s.buf = append(s.buf, payload...)
+// openEvent starts an event, named when name is set, whose data the caller
+// appends to buf itself, framing it in place rather than encoding it apart
+// and copying it; endEvent ends it and writes it out.
+func (s *sseWriter) openEvent(name string) {
+	if name != "" {
+		s.buf = append(s.buf, "event: "...)
+		s.buf = append(s.buf, name...)
+		s.buf = append(s.buf, '\n')
+	}
+	s.buf = append(s.buf, "data: "...)
+}
+
+func (s *sseWriter) endEvent() error {
 	s.buf = append(s.buf, '\n', '\n')
 	return s.flush()
 }
