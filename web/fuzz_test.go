@@ -288,3 +288,5 @@ func FuzzAnswerFrame(f *testing.F) {
 		}
 	})
 }
+
+func strptr(s string) *string { return &s }

@@ -398,8 +398,6 @@ func appendAnswer(b []byte, id, model string, created int64, content, reasoning,
 	return append(b, '}')
 }
 
-func strptr(s string) *string { return &s }
-
 // newChunk is a stream chunk with one choice carrying d.
 func newChunk(id, model string, created int64, d delta, finish *string) *chunk {
 	return &chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: model,
