@@ -8,13 +8,17 @@ import (
 	"chainproxy/chain"
 )
 
-// decodeChunk decodes the usual event of a chat stream into sc: choices
-// whose delta carries content or reasoning, the index and the finish
-// reason, every other field skipped without being decoded. Decoding each
-// chunk was the largest cost of a streamed relay (issue 24: 138,000 of the
-// 415,000 instructions a stream request cost more than a bare reverse
-// proxy), most of it spent on fields the proxy never reads (id, model,
-// logprobs…).
+// contentSpan is where a decoded event's delta content was read: the
+// string token at data[start:end], n the number of content fields read.
+type contentSpan struct{ start, end, n int }
+
+// decodeChunkSpan decodes the usual event of a chat stream into sc, and
+// says where its content was: choices whose delta carries content or
+// reasoning, the index and the finish reason, every other field skipped
+// without being decoded. Decoding each chunk was the largest cost of a
+// streamed relay (issue 24: 138,000 of the 415,000 instructions a stream
+// request cost more than a bare reverse proxy), most of it spent on fields
+// the proxy never reads (id, model, logprobs…).
 //
 // When model is not nil, the event's "model" is read into it too (the
 // answering model, for the call's span).
@@ -25,22 +29,12 @@ import (
 // match it), a number or literal out of its grammar, nesting deeper than
 // maxSkipDepth. The caller then decodes the event with the general
 // decoder, so that both give the same result (FuzzDecodeChunk).
-func decodeChunk(data []byte, sc *streamChunk, model *string) bool {
-	_, ok := decodeChunkSpan(data, sc, model)
-	return ok
-}
-
-// contentSpan is where a decoded event's delta content was read: the
-// string token at data[start:end], n the number of content fields read.
-type contentSpan struct{ start, end, n int }
-
-// decodeChunkSpan is decodeChunk, saying where the content was.
 func decodeChunkSpan(data []byte, sc *streamChunk, model *string) (contentSpan, bool) {
 	d := chunkDecoder{data: data}
 	return d.decode(sc, model)
 }
 
-// decodeWhole decodes an unstreamed answer as decodeChunk decodes an
+// decodeWhole decodes an unstreamed answer as decodeChunkSpan decodes an
 // event, each choice's message read into its Delta, and the model into
 // *model: the usual answer, text without tool calls, costs a walk of its
 // bytes rather than goccy/go-json's decoder. It reports false for anything
@@ -477,7 +471,7 @@ func foldsTo(key []byte, names ...string) bool {
 // alike but for the text (the id, model, created, index, logprobs and
 // finish_reason repeat byte for byte), so an event whose bytes before and
 // after its content string are the template's, with a plain string
-// between, decodes as the template's event with that text: decodeChunk
+// between, decodes as the template's event with that text: decodeChunkSpan
 // would read the same bytes the same way, and the string the same way as
 // the template's. That skips reading about 150 bytes of JSON per event
 // (FuzzChunkTemplate checks it against the general decoder).

@@ -223,3 +223,9 @@ func TestDecodeWhole(t *testing.T) {
 		}
 	}
 }
+
+// decodeChunk is decodeChunkSpan without the span.
+func decodeChunk(data []byte, sc *streamChunk, model *string) bool {
+	_, ok := decodeChunkSpan(data, sc, model)
+	return ok
+}

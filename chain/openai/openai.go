@@ -416,14 +416,14 @@ const maxToolCalls = 1024
 // content and reasoning at once; tool call fragments, the finish reason and
 // the usage are kept for Finish.
 func (s *Stream) Add(data []byte) (chain.Chunk, error) {
-	// The choices' array is reused from event to event: decodeChunk
+	// The choices' array is reused from event to event: the chunk decoder
 	// overwrites each element it appends.
 	sc := streamChunk{Choices: s.choices[:0]}
 	var model *string
 	if s.model == "" {
 		model = &s.model // the first event that names it
 	}
-	// Most events are read by decodeChunk; the others by goccy/go-json,
+	// Most events are read by the chunk decoder (decodeChunkSpan, through the template); the others by goccy/go-json,
 	// which decodes these structs about four times faster than
 	// encoding/json.
 	if !s.decode(data, &sc, model) {
