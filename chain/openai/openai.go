@@ -423,9 +423,9 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	if s.model == "" {
 		model = &s.model // the first event that names it
 	}
-	// Most events are read by the chunk decoder (decodeChunkSpan, through the template); the others by goccy/go-json,
-	// which decodes these structs about four times faster than
-	// encoding/json.
+	// Most events are read by the chunk decoder (decodeChunkSpan, through
+	// the template); the others by goccy/go-json, which decodes these
+	// structs about four times faster than encoding/json.
 	if !s.decode(data, &sc, model) {
 		// The general decoder would merge into a reused element.
 		sc = streamChunk{}
