@@ -75,6 +75,9 @@ func Text(s string, keys ...string) string {
 // patterns applies the generic patterns, each only when a cheap test says
 // it may match: most log lines and messages carry none.
 func patterns(s string) string {
+	if len(s) <= shortText && !mayMatch(s) {
+		return s
+	}
 	if strings.Contains(s, "://") {
 		s = urlRe.ReplaceAllStringFunc(s, URL)
 	}
@@ -88,6 +91,37 @@ func patterns(s string) string {
 		}
 	}
 	return s
+}
+
+// shortText is the length up to which mayMatch is the cheaper test: a log
+// attribute (an id, a route, a status) is a few dozen bytes, and fourteen
+// substring searches cost more than one pass over it; on longer text the
+// searches' vector loops win.
+const shortText = 64
+
+// needles are the substrings patterns' cheap tests look for;
+// needlesAt[b] are those that begin with byte b.
+var (
+	needles   = slices.Concat([]string{"://"}, schemeWords, keyPrefixes)
+	needlesAt = func() (t [256][]string) {
+		for _, n := range needles {
+			t[n[0]] = append(t[n[0]], n)
+		}
+		return t
+	}()
+)
+
+// mayMatch reports whether s holds any of needles, in one pass over s: it
+// is false exactly when every one of patterns' tests would be.
+func mayMatch(s string) bool {
+	for i := 0; i < len(s); i++ {
+		for _, n := range needlesAt[s[i]] {
+			if strings.HasPrefix(s[i:], n) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // keyPrefixes are the prefixes keyRe looks for.
@@ -109,11 +143,14 @@ func maskKey(k string) string {
 	return Mask
 }
 
+// schemeWords are what hasScheme looks for.
+var schemeWords = []string{"earer", "EARER", "asic", "ASIC"}
+
 // hasScheme reports whether s may hold a "Bearer" or "Basic" credential,
 // in the spellings servers use; a substring search is much faster than the
 // case-folding regexp on long text.
 func hasScheme(s string) bool {
-	for _, w := range []string{"earer", "EARER", "asic", "ASIC"} {
+	for _, w := range schemeWords {
 		if strings.Contains(s, w) {
 			return true
 		}

@@ -2,12 +2,14 @@ package redact
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"chainproxy/config"
 )
@@ -177,4 +179,41 @@ func BenchmarkRedactTrace(b *testing.B) {
 	for b.Loop() {
 		r.String(trace)
 	}
+}
+
+// FuzzMayMatch: the one-pass test is false exactly when every substring
+// search patterns makes would be, so that skipping them changes nothing.
+func FuzzMayMatch(f *testing.F) {
+	for _, s := range []string{"", "a9534e31c73281f698e8a76352d60b46", "chat.completions", "A:ok", "key sk-proj-ABCDEFGH", "http://x", "Bearer x", "BASIC", "xoxb-1", "AKIA", "github_pat_", "gsk", "s", ":/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := false
+		for _, n := range needles {
+			want = want || strings.Contains(s, n)
+		}
+		if got := mayMatch(s); got != want {
+			t.Fatalf("mayMatch(%q) = %v, want %v", s, got, want)
+		}
+		if len(s) <= shortText && patterns(s) != s && !want {
+			t.Fatalf("patterns changed %q with no needle in it", s)
+		}
+	})
+}
+
+// BenchmarkRequestLogLine is the proxy's per-request log line through the
+// masking handler and, for comparison, without it.
+func BenchmarkRequestLogLine(b *testing.B) {
+	line := func(b *testing.B, h slog.Handler) {
+		b.ReportAllocs()
+		for b.Loop() {
+			rec := slog.NewRecord(time.Now(), slog.LevelInfo, "request", 0)
+			rec.AddAttrs(slog.String("req_id", "a9534e31c73281f698e8a76352d60b46"), slog.String("route", "chat.completions"), slog.Int("status", 200), slog.Int64("dur_ms", 3))
+			rec.AddAttrs(slog.String("mode", "relay"), slog.Int("turns", 1), slog.String("stages", "A:ok"))
+			_ = h.Handle(context.Background(), rec)
+		}
+	}
+	b.Run("plain", func(b *testing.B) { line(b, slog.NewTextHandler(io.Discard, nil)) })
+	b.Run("patterns", func(b *testing.B) { line(b, Redactor{}.Handler(slog.NewTextHandler(io.Discard, nil))) })
+	b.Run("secrets", func(b *testing.B) { line(b, FromConfig(hostileConfig()).Handler(slog.NewTextHandler(io.Discard, nil))) })
 }
