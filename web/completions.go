@@ -67,7 +67,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 				content = head.String() + content
 			}
 			if len(res.Message.ToolCalls) == 0 {
-				b := make([]byte, 0, 256+len(content)+len(res.Message.Reasoning)+len(wire.Model)+len(trace))
+				b := make([]byte, 0, answerSize(content, res.Message.Reasoning, wire.Model, trace))
 				return appendAnswer(b, completionID(objID), wire.Model, start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
 			}
 			b, err := marshal(toResponse(completionID(objID), wire.Model, start.Unix(), res, content))

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -290,3 +291,26 @@ func FuzzAnswerFrame(f *testing.F) {
 }
 
 func strptr(s string) *string { return &s }
+
+// TestAnswerSize: an answer is framed in the one allocation answerSize
+// asks for, whatever its text's length and ordinary escapes.
+func TestAnswerSize(t *testing.T) {
+	trace := bytes.Repeat([]byte("x"), 600)
+	u := chain.Usage{PromptTokens: 123456, CompletionTokens: 65432, TotalTokens: 188888}
+	tests := []struct{ name, content, reasoning string }{
+		{"empty", "", ""},
+		{"short", "Hello!", ""},
+		{"words", strings.Repeat("The proxy relays every chunk. ", 4), ""},
+		{"paragraphs", strings.Repeat("A line of prose, \"quoted\".\n\n", 80), strings.Repeat("step\n", 100)},
+		{"code", strings.Repeat("if x {\n\treturn \"y\"\n}\n", 100), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := make([]byte, 0, answerSize(tt.content, tt.reasoning, "qwen3:30b-a3b", trace))
+			out := appendAnswer(b, completionID("a9534e31c73281f698e8a76352d60b46"), "qwen3:30b-a3b", 1795604736, tt.content, tt.reasoning, "tool_calls", u, trace)
+			if &out[0] != &b[:1][0] {
+				t.Errorf("answer of %d bytes outgrew its room of %d", len(out), cap(b))
+			}
+		})
+	}
+}
