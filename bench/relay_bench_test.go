@@ -24,7 +24,7 @@ import (
 
 // relayUpstream is an OpenAI-compatible server answering from bytes encoded
 // once: a stream of 20 one-word chunks, or one chat.completion.
-func relayUpstream(b *testing.B) *httptest.Server {
+func relayUpstream(b testing.TB) *httptest.Server {
 	var stream bytes.Buffer
 	event := func(delta, finish string) {
 		fmt.Fprintf(&stream, `data: {"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1735689600,"model":"bench","choices":[{"index":0,"delta":%s,"logprobs":null,"finish_reason":%s}]}`+"\n\n", delta, finish)
@@ -58,7 +58,12 @@ func relayUpstream(b *testing.B) *httptest.Server {
 
 // relayProxy is the proxy as cmd/proxy wires it, with one OpenAI node A at
 // upstream, its log lines formatted but discarded.
-func relayProxy(b *testing.B, upstream string) http.Handler {
+func relayProxy(b testing.TB, upstream string) http.Handler {
+	return relayProxyLog(b, upstream, slog.NewTextHandler(io.Discard, nil)) // formatted, as in production
+}
+
+// relayProxyLog is relayProxy logging through h.
+func relayProxyLog(b testing.TB, upstream string, h slog.Handler) http.Handler {
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`
 nodes:
   - {name: A, provider: openai, base_url: %q, model: bench, max_concurrency: 0}
@@ -87,7 +92,7 @@ tools:
 	}
 	return web.New(web.Options{
 		Config: cfg, Engine: eng, Traces: mem,
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)), // formatted, as in production
+		Logger:  slog.New(h),
 		Metrics: web.NewMetrics([]string{"A"}, func(string) int { return 0 }, func() string { return store.StatusMemory }),
 	})
 }
