@@ -22,8 +22,9 @@ const stackChild = "CHAINPROXY_STACK_CHILD"
 // or in simple mode, fits in a 16 KiB goroutine stack. A handler that needs
 // one byte more has its stack copied to 32 KiB, which every open stream
 // then holds (16 MB more for 1,000 streams), and nothing else would show
-// it: the deepest point is the stored trace's encoding, after the answer
-// (goccy/go-json's encoder has a 9 KB frame).
+// it. The deepest points: a stream's first flush, under the whole engine
+// and the read of the upstream's answer, and a whole answer's stored
+// trace, whose encoder (goccy/go-json's) has a 9 KB frame.
 //
 // The budget is the production build's: the race detector's frames and
 // stack guard differ, and the runtime sizes new stacks from the average it
