@@ -105,6 +105,9 @@ func floatSafe(v any) bool {
 		if err != nil || (f != 0 && (math.Abs(f) < 1e-290 || math.Abs(f) > 1e290)) {
 			return false
 		}
+		if f == 0 && digits != "" {
+			return false // underflows to 0, which Canonical does not write
+		}
 	}
 	return true
 }
