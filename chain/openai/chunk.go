@@ -170,14 +170,14 @@ func (d *chunkDecoder) choices(sc *streamChunk) bool {
 		return true
 	}
 	sc.Choices = sc.Choices[:0]
+	msg := "delta"
+	if d.whole {
+		msg = "message"
+	}
 	return d.array(func() bool {
 		sc.Choices = append(sc.Choices, streamChoice{})
 		ch := &sc.Choices[len(sc.Choices)-1]
 		return d.object(func(key []byte) bool {
-			msg := "delta"
-			if d.whole {
-				msg = "message"
-			}
 			switch string(key) {
 			case "index":
 				return d.int(&ch.Index)
