@@ -39,6 +39,9 @@ var staticFiles embed.FS
 // TraceStore keeps recent traces for GET /v1/chain/traces/{id}, and reports
 // the state store's health for /readyz.
 type TraceStore interface {
+	// PutTrace keeps data under id. The store may keep data itself: the
+	// server builds each document for the store and does not change it
+	// after.
 	PutTrace(ctx context.Context, id string, data []byte) error
 	GetTrace(ctx context.Context, id string) ([]byte, bool, error)
 	Status() string
