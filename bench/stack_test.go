@@ -33,9 +33,6 @@ const stackChild = "CHAINPROXY_STACK_CHILD"
 // needed) and the collector off (nothing shrinks a stack meanwhile).
 func TestStackBudget(t *testing.T) {
 	if os.Getenv(stackChild) == "" {
-		if testing.Short() {
-			t.Skip("builds the bench tests without -race in a child go test")
-		}
 		cmd := exec.Command("go", "test", "-run", "^TestStackBudget$", "-count=1", "-v", ".")
 		cmd.Env = append(os.Environ(), stackChild+"=1", "GODEBUG=adaptivestackstart=0", "GOGC=off", "GOFLAGS=")
 		out, err := cmd.CombinedOutput()
