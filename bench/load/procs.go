@@ -156,9 +156,16 @@ func startRedis(ctx context.Context, cpu, dir string) (*proc, error) {
 	return p, nil
 }
 
-// buildProxy builds ./cmd/proxy into dir. With pprof set, an extra file is
-// overlaid into package main (the tree is not touched) that serves
-// net/http/pprof on $CHAINPROXY_BENCH_PPROF, for profiling.
+// releaseTags are the build tags of a release build (README, "Operating
+// it"): the harness measures the binary operators are told to build.
+// cmd/proxy's TestReleaseBuildPrunesMethods says what they leave out.
+const releaseTags = "grpcnotrace,nomsgpack"
+
+// buildProxy builds ./cmd/proxy into dir, as a release build. With pprof
+// set, an extra file is overlaid into package main (the tree is not
+// touched) that serves net/http/pprof on $CHAINPROXY_BENCH_PPROF, for CPU
+// profiles (pprof's index page brings html/template back, so that build is
+// larger).
 func buildProxy(ctx context.Context, repo, dir string, pprof bool) (string, error) {
 	name := "proxy"
 	var extra []string
@@ -180,7 +187,7 @@ func buildProxy(ctx context.Context, repo, dir string, pprof bool) (string, erro
 		extra = []string{"-overlay", ov}
 	}
 	bin := filepath.Join(dir, name)
-	args := append([]string{"build", "-o", bin}, extra...)
+	args := append([]string{"build", "-tags", releaseTags, "-o", bin}, extra...)
 	args = append(args, "./cmd/proxy")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = repo

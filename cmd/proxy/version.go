@@ -13,17 +13,20 @@ import (
 )
 
 // version describes the binary from its build info: the module version
-// (a pseudo-version or "(devel)" for a local build) and, when the build
-// recorded them, the VCS revision and whether the tree was modified.
+// (a pseudo-version or "(devel)" for a local build), when the build
+// recorded them the VCS revision and whether the tree was modified, and its
+// build tags (a release build has grpcnotrace,nomsgpack: README).
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "chainproxy (no build info)"
 	}
 	v := "chainproxy " + bi.Main.Version + " " + bi.GoVersion
-	var rev, modified string
+	var rev, modified, tags string
 	for _, s := range bi.Settings {
 		switch s.Key {
+		case "-tags":
+			tags = s.Value
 		case "vcs.revision":
 			rev = s.Value
 		case "vcs.modified":
@@ -34,6 +37,9 @@ func version() string {
 	}
 	if rev != "" {
 		v += " " + rev + modified
+	}
+	if tags != "" {
+		v += " tags=" + tags
 	}
 	return v
 }
