@@ -343,6 +343,14 @@ func NewHTTPClient(node config.Node) *http.Client {
 	// The default of 2 idle connections per host would make concurrent
 	// requests to one node reopen connections all the time.
 	t.MaxIdleConnsPerHost = 64
+	// A connection holds its read and write buffers for as long as it is
+	// open, and a proxy holds one upstream connection per open stream:
+	// net/http's 4 KiB each came to 8 MB for 1,000 slow streams. 1 KiB
+	// costs nothing here: a request body past the buffer goes out in one
+	// write from the body itself, and the backends read events and answers
+	// into buffers of their own, which bufio fills directly once they are
+	// the larger.
+	t.ReadBufferSize, t.WriteBufferSize = 1<<10, 1<<10
 	// A node's API never redirects a chat call: a 3xx is a misconfigured
 	// base_url or a hostile server, and following it would send the
 	// prompt and the node's key elsewhere.
