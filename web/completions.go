@@ -242,18 +242,25 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 		}
 	}
 	// The finish chunk, then the usage chunk when asked: the last of them
-	// carries the trace. All leave in one write with [DONE].
-	last := append(e.head[:len(e.head):len(e.head)], finishOpen...)
-	last = jsonx.AppendString(last, res.FinishReason)
-	last = append(last, "}]}"...)
-	e.w.hold = true
+	// carries the trace. All leave in one write with [DONE], framed in the
+	// writer's buffer (the trace is the stream's largest event: copied
+	// once, not into a chunk and then into the buffer).
+	w := e.w
+	w.hold = true
+	w.openEvent("")
+	w.buf = append(w.buf, e.head...)
+	w.buf = append(w.buf, finishOpen...)
+	w.buf = jsonx.AppendString(w.buf, res.FinishReason)
+	w.buf = append(w.buf, "}]}"...)
 	if e.includeUsage {
-		_ = e.w.data(last)
-		last = appendUsageChunk(last[:0], e.head, res.Trace.Usage())
+		_ = w.endEvent()
+		w.openEvent("")
+		w.buf = appendUsageChunk(w.buf, e.head, res.Trace.Usage())
 	}
-	_ = e.w.data(withChain(last, trace))
-	e.w.hold = false
-	return e.w.data([]byte("[DONE]"))
+	w.buf = withChain(w.buf, trace)
+	_ = w.endEvent()
+	w.hold = false
+	return w.data([]byte("[DONE]"))
 }
 
 // abort ends the stream with an error chunk, then [DONE].
