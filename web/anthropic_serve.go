@@ -311,9 +311,14 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 	if err != nil {
 		return err
 	}
-	e.w.hold = true // one write for the end of the message
-	_ = e.w.event("message_delta", withChain(b, trace))
-	e.w.hold = false
+	// One write for the end of the message, the trace framed in the
+	// writer's buffer rather than appended to a copy first.
+	w := e.w
+	w.hold = true
+	w.openEvent("message_delta")
+	w.buf = withChain(append(w.buf, b...), trace)
+	_ = w.endEvent()
+	w.hold = false
 	return e.w.event("message_stop", []byte(`{"type":"message_stop"}`))
 }
 

@@ -228,8 +228,11 @@ func (e *ollamaEncoder) end(res *chain.Result, trace []byte) error {
 	if err != nil {
 		return err
 	}
-	e.w.start()
-	return e.w.line(withChain(b, trace))
+	// The trace framed in the writer's buffer, not appended to a copy.
+	w := e.w
+	w.start()
+	w.buf = withChain(append(w.buf, b...), trace)
+	return w.line(nil)
 }
 
 // abort ends the stream with Ollama's mid-stream error line, which its
