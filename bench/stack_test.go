@@ -28,7 +28,9 @@ const stackChild = "CHAINPROXY_STACK_CHILD"
 //
 // The budget is the production build's: the race detector's frames and
 // stack guard differ, and the runtime sizes new stacks from the average it
-// sees. So the measurement runs in a child `go test`, without -race,
+// sees. (A release build's tags change no frame here: with them the
+// margins below read the same.) So the measurement runs in a child
+// `go test`, without -race,
 // with GODEBUG=adaptivestackstart=0 (stacks start at 2 KiB and double as
 // needed) and the collector off (nothing shrinks a stack meanwhile).
 func TestStackBudget(t *testing.T) {

@@ -319,7 +319,7 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 	w.buf = withChain(append(w.buf, b...), trace)
 	_ = w.endEvent()
 	w.hold = false
-	return e.w.event("message_stop", []byte(`{"type":"message_stop"}`))
+	return w.event("message_stop", []byte(`{"type":"message_stop"}`))
 }
 
 // abort ends the stream with an error event, in Anthropic's shape, with

@@ -26,8 +26,8 @@ var errEventTooLarge = errors.New("stream event larger than 16 MiB")
 // events come one per read and are used up before the next, and a reader
 // whose buffer is used up reads into small, its own 512 bytes. Only a read
 // that fills small (events arriving faster than they are read, or a long
-// line) takes a pooled buffer of net/http's size, given back once it is
-// used up and reads bring little again. With a 4 KiB buffer held by every
+// line) takes a pooled buffer of net/http's default size, given back once
+// it is used up and reads bring little again. With a 4 KiB buffer held by every
 // open stream, 1,000 slow streams held 4 MB in them.
 type sseReader struct {
 	body  io.Reader
@@ -46,7 +46,9 @@ const (
 	// bytes): a stream that waits between events never needs more.
 	smallSize = 512
 	// bigSize is the buffer of a stream whose events come faster than
-	// they are read: net/http's own size, as the transport's is.
+	// they are read: net/http's default size. It is larger than the node
+	// connection's own 1 KiB buffer (chain.NewHTTPClient), so reads into
+	// it go to the connection directly.
 	bigSize = 4 << 10
 )
 
