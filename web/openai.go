@@ -376,12 +376,7 @@ func toResponse(id, model string, created int64, res *chain.Result, content stri
 // non-stream answer is written so, not through an encoder: it was a tenth
 // of what a non-stream relay costs the proxy over a bare reverse proxy.
 func appendAnswer(b []byte, id, model string, created int64, content, reasoning, finish string, u chain.Usage, trace []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = jsonx.AppendString(b, id)
-	b = append(b, `,"object":"chat.completion","created":`...)
-	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"model":`...)
-	b = jsonx.AppendString(b, model)
+	b = appendHead(b, "chat.completion", id, model, created)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = jsonx.AppendString(b, content)
 	b = append(b, `,"refusal":null`...)
@@ -433,13 +428,21 @@ const (
 // {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"choices":
 func chunkHead(id, model string, created int64) []byte {
 	b := make([]byte, 0, 96+len(id)+len(model))
+	b = appendHead(b, "chat.completion.chunk", id, model, created)
+	return append(b, `,"choices":`...)
+}
+
+// appendHead opens a chat object of type object with the members before
+// its choices, as encoding/json writes them: id, object, created, model.
+func appendHead(b []byte, object, id, model string, created int64) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonx.AppendString(b, id)
-	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = append(b, `,"object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	b = jsonx.AppendString(b, model)
-	return append(b, `,"choices":`...)
+	return jsonx.AppendString(b, model)
 }
 
 // appendUsageChunk appends the usage chunk after head: no choices, the
