@@ -289,7 +289,7 @@ func referenceWords(b *Blocks, s string) string {
 				continue
 			}
 			if t, ok := b.readTag(s, i); ok {
-				toks = append(toks, tok{t.start, t.end, t.name, t.close})
+				toks = append(toks, tok(t))
 			}
 		}
 		done := true

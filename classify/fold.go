@@ -50,14 +50,6 @@ var asciiWord = func() (t [256]byte) {
 	return t
 }()
 
-// asciiSpace reports the ASCII bytes that fold to a space.
-var asciiSpace = func() (t [128]bool) {
-	for b := range 128 {
-		t[b] = foldTable[b].n == 0
-	}
-	return t
-}()
-
 // Base letters of U+00C0..U+00FF, one entry per code point; "#" marks the
 // two symbols of the range (× and ÷).
 const latin1Letters = "a a a a a a ae c e e e e i i i i d n o o o o o # o u u u u y th ss " +

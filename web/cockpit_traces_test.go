@@ -51,12 +51,6 @@ func (p *page) poll(t *testing.T, expr string, timeout time.Duration) {
 	}
 }
 
-// rowStatus is the status a trace row shows, "" when the row is absent.
-func rowStatus(t *testing.T, p *page, id string) string {
-	t.Helper()
-	return eval[string](t, p, fmt.Sprintf(`document.querySelector('.trace-row[data-id=%q]')?.dataset.status ?? ""`, id))
-}
-
 func waitRow(t *testing.T, p *page, id, status string) {
 	t.Helper()
 	p.poll(t, fmt.Sprintf(`document.querySelector('.trace-row[data-id=%q]')?.dataset.status === %q`, id, status), 20*time.Second)

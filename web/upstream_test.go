@@ -126,6 +126,7 @@ func TestKeepAliveReachesOllama(t *testing.T) {
 func TestLengthEndToEnd(t *testing.T) {
 	f := fakeollama.New(t, fakeollama.Reply{Content: []string{"cut ", "short"}, DoneReason: "length", PromptEvalCount: 5, EvalCount: 2})
 	client, _ := wireProxy(t, []config.Node{ollamaNode("A", f.URL)}, oneStage)
+	//lint:ignore SA1019 max_tokens, the field most clients still send
 	req := goopenai.ChatCompletionRequest{Model: "A", MaxTokens: 2, Messages: []goopenai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}
 	resp, err := client.CreateChatCompletion(t.Context(), req)
 	if err != nil {

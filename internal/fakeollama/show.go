@@ -44,7 +44,8 @@ func (s *Server) show(w http.ResponseWriter, r *http.Request) {
 	}
 	name := req.Model
 	if name == "" {
-		name = req.Name //nolint:staticcheck // older clients send name
+		//lint:ignore SA1019 older clients send name
+		name = req.Name
 	}
 	s.mu.Lock()
 	caps, ok := s.models[name]
