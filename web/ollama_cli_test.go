@@ -23,14 +23,16 @@ func TestOllamaCLIRun(t *testing.T) {
 	bin := realollama.Binary(t)
 	s := newTestServer(t, testConfig)
 	for _, tc := range []struct {
-		name string
-		args []string
-		want string
+		name  string
+		args  []string
+		want  string
+		never string // what the output must not hold
 	}{
-		{"run", []string{"run", "chain/reflexive", "compare the two"}, "Final answer from M2."},
-		{"list", []string{"list"}, "chain/reflexive"},
-		{"show", []string{"show", "chain/simple"}, "tools"},
-		{"ps", []string{"ps"}, "chain/auto"},
+		{"run", []string{"run", "chain/reflexive", "compare the two"}, "Final answer from M2.", ""},
+		{"list", []string{"list"}, "chain/reflexive", ""},
+		{"show", []string{"show", "chain/simple"}, "tools", ""},
+		// Nothing the proxy serves unloads: the CLI must not say it stops.
+		{"ps", []string{"ps"}, "Forever", "Stopping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -45,6 +47,9 @@ func TestOllamaCLIRun(t *testing.T) {
 			out = ansiRE.ReplaceAll(out, nil)
 			if !strings.Contains(string(out), tc.want) {
 				t.Errorf("ollama %s printed:\n%s\nwant it to contain %q", strings.Join(tc.args, " "), out, tc.want)
+			}
+			if tc.never != "" && strings.Contains(string(out), tc.never) {
+				t.Errorf("ollama %s printed:\n%s\nwant no %q", strings.Join(tc.args, " "), out, tc.never)
 			}
 		})
 	}

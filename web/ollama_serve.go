@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -331,12 +332,33 @@ func (s *Server) ollamaTags(c *gin.Context) {
 
 // ollamaPs serves GET /api/ps. The proxy loads no model itself: it lists
 // what it serves, as loaded, so that clients polling it see the chain.
+// Nothing it serves unloads, which Ollama says of a model kept with
+// keep_alive -1: an expiry a maximal duration away (the ollama CLI prints
+// "Forever"; a zero time made it print "Stopping..."). A node's model
+// shows the window the proxy fits its prompts to; a chain's models have
+// none of their own (each node's prompt is fitted to that node), so 0.
 func (s *Server) ollamaPs(c *gin.Context) {
 	list := api.ProcessResponse{Models: []api.ProcessModelResponse{}}
+	never := time.Now().Add(time.Duration(math.MaxInt64))
 	for _, name := range s.ollamaModels() {
-		list.Models = append(list.Models, api.ProcessModelResponse{Name: name, Model: name, Digest: digest(name), Details: s.ollamaDetails(name)})
+		m := api.ProcessModelResponse{Name: name, Model: name, Digest: digest(name), Details: s.ollamaDetails(name), ExpiresAt: never}
+		if _, route, err := s.resolveOllama(name); err == nil && route.Node != "" {
+			m.ContextLength = s.nodeWindow(route.Node)
+		}
+		list.Models = append(list.Models, m)
 	}
 	c.JSON(http.StatusOK, list)
+}
+
+// nodeWindow is the context window the engine fits node's prompts to, 0
+// when unknown.
+func (s *Server) nodeWindow(node string) int {
+	for _, n := range s.engine.Nodes() {
+		if n.Name == node {
+			return s.engine.Window(n)
+		}
+	}
+	return 0
 }
 
 // ollamaShowRequest is api.ShowRequest's name fields: model, or the

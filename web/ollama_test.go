@@ -169,6 +169,31 @@ func TestOllamaClientTools(t *testing.T) {
 	}
 }
 
+// TestOllamaPs: /api/ps lists every model as Ollama lists one kept with
+// keep_alive -1 (an expiry more than twenty years away, which the ollama
+// CLI prints as "Forever"), and a node's model with the window its prompts
+// are fitted to.
+func TestOllamaPs(t *testing.T) {
+	s := newTestServer(t, strings.Replace(testConfig, "    model: big-1\n", "    model: big-1\n    context_window: 8192\n", 1))
+	ps, err := ollamaClient(t, s.URL).ListRunning(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	windows := map[string]int{}
+	for _, m := range ps.Models {
+		if until := time.Until(m.ExpiresAt); until < 20*365*24*time.Hour {
+			t.Errorf("%s expires in %v, as if it were unloading", m.Name, until)
+		}
+		windows[m.Name] = m.ContextLength
+	}
+	want := map[string]int{"M1:latest": 8192, "big-1:latest": 8192, "OL1:latest": 0, "chain/auto:latest": 0}
+	for name, w := range want {
+		if got, ok := windows[name]; !ok || got != w {
+			t.Errorf("%s: context_length %d (listed %v), want %d", name, got, ok, w)
+		}
+	}
+}
+
 func TestOllamaListing(t *testing.T) {
 	s := newTestServer(t, testConfig)
 	cl := ollamaClient(t, s.URL)
