@@ -21,7 +21,7 @@ var ansiRE = regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`)
 // scripts/build-ollama.sh builds; without it the test skips (fails under CI).
 func TestOllamaCLIRun(t *testing.T) {
 	bin := realollama.Binary(t)
-	s := newTestServer(t, testConfig)
+	s := newTestServer(t, strings.Replace(testConfig, "    model: big-1\n", "    model: big-1\n    context_window: 8192\n", 1))
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -31,6 +31,7 @@ func TestOllamaCLIRun(t *testing.T) {
 		{"run", []string{"run", "chain/reflexive", "compare the two"}, "Final answer from M2.", ""},
 		{"list", []string{"list"}, "chain/reflexive", ""},
 		{"show", []string{"show", "chain/simple"}, "tools", ""},
+		{"show node", []string{"show", "M1"}, "context length    8192", ""},
 		// Nothing the proxy serves unloads: the CLI must not say it stops.
 		{"ps", []string{"ps"}, "Forever", "Stopping"},
 	} {

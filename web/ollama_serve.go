@@ -411,9 +411,18 @@ func (s *Server) ollamaShow(c *gin.Context) {
 			caps = append(caps, model.CapabilityVision)
 		}
 	}
+	info := map[string]any{"general.architecture": "chain", "general.name": resolved}
+	// Where Ollama puts a model's window (<architecture>.context_length,
+	// which `ollama show` prints): a node's is the one its prompts are
+	// fitted to.
+	if route.Node != "" {
+		if w := s.nodeWindow(route.Node); w > 0 {
+			info["chain.context_length"] = w
+		}
+	}
 	c.JSON(http.StatusOK, api.ShowResponse{
 		Details:      s.ollamaDetails(resolved),
-		ModelInfo:    map[string]any{"general.architecture": "chain", "general.name": resolved},
+		ModelInfo:    info,
 		Capabilities: caps,
 		ModifiedAt:   s.started,
 	})

@@ -172,7 +172,7 @@ func TestOllamaClientTools(t *testing.T) {
 // TestOllamaPs: /api/ps lists every model as Ollama lists one kept with
 // keep_alive -1 (an expiry more than twenty years away, which the ollama
 // CLI prints as "Forever"), and a node's model with the window its prompts
-// are fitted to.
+// are fitted to, which /api/show gives too.
 func TestOllamaPs(t *testing.T) {
 	s := newTestServer(t, strings.Replace(testConfig, "    model: big-1\n", "    model: big-1\n    context_window: 8192\n", 1))
 	ps, err := ollamaClient(t, s.URL).ListRunning(context.Background())
@@ -190,6 +190,15 @@ func TestOllamaPs(t *testing.T) {
 	for name, w := range want {
 		if got, ok := windows[name]; !ok || got != w {
 			t.Errorf("%s: context_length %d (listed %v), want %d", name, got, ok, w)
+		}
+		// /api/show says it where Ollama does, and ollama show prints it.
+		show, err := ollamaClient(t, s.URL).Show(context.Background(), &api.ShowRequest{Model: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := show.ModelInfo["chain.context_length"].(float64)
+		if ok != (w > 0) || int(got) != w {
+			t.Errorf("%s: /api/show model_info %v, want chain.context_length %d", name, show.ModelInfo, w)
 		}
 	}
 }
