@@ -125,6 +125,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		if m.Role == "tool" && m.ToolCallID == "" {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] has role tool but no tool_call_id", i)
 		}
+		if m.Role != "assistant" && absent(m.Content) {
+			return nil, invalid(fmt.Sprintf("messages[%d].content", i), "missing required parameter messages[%d].content: a %s message needs content (a string or an array of parts)", i, m.Role)
+		}
 		text, parts, lead, err := contentParts(m.Content, place{"messages", i, "content"}, m.Role == "user")
 		if err != nil {
 			return nil, err

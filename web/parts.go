@@ -66,6 +66,15 @@ func (p place) String() string {
 	return s
 }
 
+// absent reports whether a message's content was left out or sent as
+// null. OpenAI and Ollama's OpenAI endpoint refuse that for every message
+// but an assistant's, whose tool calls stand in for it; an empty string
+// is content.
+func absent(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
 // contentParts reads a message content at where: a string, null, or an
 // array of parts, whose texts are joined and whose images and files come
 // back as parts (only when parts is set: a user message; elsewhere they

@@ -191,6 +191,9 @@ func (r *responsesRequest) decodeInput() error {
 			if !responseRoles[it.Role] {
 				return invalid(param+".role", "invalid role %q in input[%d] (want system, developer, user or assistant)", it.Role, i)
 			}
+			if absent(it.Content) {
+				return invalid(param+".content", "missing required parameter input[%d].content: a message needs content (a string or an array of parts)", i)
+			}
 			text, parts, lead, err := contentParts(it.Content, place{"input", i, "content"}, it.Role == "user")
 			if err != nil {
 				return err

@@ -336,6 +336,8 @@ func TestResponsesBadRequests(t *testing.T) {
 		{"no input", `{"model":"chain/auto"}`, "input"},
 		{"input not string or array", `{"model":"chain/auto","input":42}`, "input"},
 		{"bad role", `{"model":"chain/auto","input":[{"role":"tool","content":"x"}]}`, "input[0].role"},
+		{"message without content", `{"model":"chain/auto","input":[{"type":"message","role":"user"}]}`, "input[0].content"},
+		{"message with null content", `{"model":"chain/auto","input":[{"role":"user","content":null}]}`, "input[0].content"},
 		{"image part over http", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[0].image_url"},
 		{"image part by file id", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`, "input[0].content[0].file_id"},
 		{"file part by url", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/a.pdf"}]}]}`, "input[0].content[0].file_url"},
