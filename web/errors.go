@@ -54,6 +54,29 @@ var (
 	errMethod       = &httpError{http.StatusMethodNotAllowed, "invalid_request_error", "method_not_allowed", "method not allowed"}
 )
 
+// notServed is the 404 for path: for an endpoint of the APIs the proxy
+// speaks that it does not serve, one that says so and where to send the
+// request instead. Clients configured with one base URL for everything
+// (Open WebUI's embeddings for documents, an editor's completions) read
+// that rather than "no such endpoint".
+func notServed(path string) error {
+	var why string
+	switch path {
+	case "/v1/embeddings", "/api/embed", "/api/embeddings":
+		why = "the proxy does not serve embeddings (" + path + "): it answers chat through the chain; send embedding requests to the model server itself"
+	case "/v1/completions":
+		why = "the proxy does not serve the legacy completions API (/v1/completions): use /v1/chat/completions, or Ollama's /api/generate"
+	case "/api/create", "/api/delete", "/api/copy", "/api/push":
+		why = "the proxy does not manage models (" + path + "): do it on the Ollama server itself"
+	default:
+		if !strings.HasPrefix(path, "/api/blobs/") {
+			return errNotFound
+		}
+		why = "the proxy does not manage models (/api/blobs): do it on the Ollama server itself"
+	}
+	return &httpError{errNotFound.status, errNotFound.typ, errNotFound.code, why}
+}
+
 // statusFor maps an error to its HTTP status and OpenAI error object. It is
 // the one place where errors become HTTP.
 func statusFor(err error) (int, errorObject) {

@@ -273,7 +273,11 @@ func TestOllamaErrors(t *testing.T) {
 		{"options", "/api/chat", `{"model":"chain/auto","options":{"temperature":"hot"},"messages":[{"role":"user","content":"hi"}]}`, 400, "options.temperature"},
 		{"keep_alive", "/api/chat", `{"model":"chain/auto","keep_alive":"forever","messages":[{"role":"user","content":"hi"}]}`, 400, "keep_alive"},
 		{"too large", "/api/chat", `{"model":"chain/auto","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "larger than"},
-		{"no route", "/api/embed", `{}`, 404, "no such endpoint"},
+		{"no route", "/api/nope", `{}`, 404, "no such endpoint"},
+		{"embeddings", "/api/embed", `{}`, 404, "does not serve embeddings (/api/embed)"},
+		{"old embeddings", "/api/embeddings", `{}`, 404, "does not serve embeddings (/api/embeddings)"},
+		{"model management", "/api/delete", `{}`, 404, "does not manage models (/api/delete)"},
+		{"blobs", "/api/blobs/sha256:0a", `{}`, 404, "does not manage models (/api/blobs)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := s.post(t, tc.path, tc.body)

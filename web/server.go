@@ -135,7 +135,7 @@ func New(o Options) *Server {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.Use(s.recoverer, s.browserGuard)
-	r.NoRoute(func(c *gin.Context) { s.reject(c, "route", errNotFound) })
+	r.NoRoute(func(c *gin.Context) { s.reject(c, "route", notServed(c.Request.URL.Path)) })
 	r.NoMethod(func(c *gin.Context) { s.reject(c, "method", errMethod) })
 
 	api := r.Group("/", s.auth)

@@ -151,6 +151,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "invalid_request_error", "model_not_found", "model"},
 		{"body too large", "/v1/chat/completions", big, 413, "invalid_request_error", "request_too_large", ""},
 		{"unknown path", "/v1/nope", `{}`, 404, "invalid_request_error", "not_found", ""},
+		{"embeddings", "/v1/embeddings", `{"model":"x","input":"hi"}`, 404, "invalid_request_error", "not_found", ""},
+		{"legacy completions", "/v1/completions", `{"model":"x","prompt":"hi"}`, 404, "invalid_request_error", "not_found", ""},
 		{"chat empty message", "/chat", `{"message":""}`, 400, "invalid_request_error", "invalid_request", "message"},
 		{"chat bad mode", "/chat", `{"message":"hi","mode":"turbo"}`, 400, "invalid_request_error", "invalid_request", "mode"},
 		{"chat invalid JSON", "/chat", `{`, 400, "invalid_request_error", "invalid_request", ""},
@@ -700,4 +702,23 @@ func (b *logBuffer) reset() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.buf.Reset()
+}
+
+// TestNotServed: an endpoint of the APIs the proxy speaks that it does not
+// serve gets a 404 saying so and where to go; any other path the plain one.
+func TestNotServed(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1/embeddings":  "does not serve embeddings (/v1/embeddings)",
+		"/api/embed":      "does not serve embeddings (/api/embed)",
+		"/v1/completions": "use /v1/chat/completions",
+		"/api/copy":       "does not manage models (/api/copy)",
+		"/api/blobs/x":    "does not manage models (/api/blobs)",
+		"/v1/nope":        "no such endpoint",
+		"/api/blobsx":     "no such endpoint",
+	} {
+		status, obj := statusFor(notServed(path))
+		if status != 404 || obj.Code == nil || *obj.Code != "not_found" || !strings.Contains(obj.Message, want) {
+			t.Errorf("%s: %d %+v, want 404 not_found with %q", path, status, obj, want)
+		}
+	}
 }
