@@ -85,6 +85,8 @@ func TestClassifyText(t *testing.T) {
 		{"a later message with no words", []string{"<environment_context>cwd</environment_context>", "Compare Go and Rust"}, "Compare Go and Rust"},
 		{"a client's own request", []string{"Managed memory has TWO directories. Choose…", "What is 2+2?"}, ""},
 		{"another of a client's own", []string{"Analyze *only* the content and structure of your immediately preceding response (your last turn…", "Compare Go and Rust"}, ""},
+		{"Open WebUI's title request", []string{"### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Guidelines:…", "Compare Go and Rust"}, ""},
+		{"a user who writes as a task prompt", []string{"### Task:\nCompare Go and Rust, step by step."}, "### Task:\nCompare Go and Rust, step by step."},
 	}
 	c := New(config.Classify{}, nil)
 	for _, tt := range tests {

@@ -48,6 +48,25 @@ var backgroundRequests = []struct{ opening, name string }{
 	// @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm). Its rules
 	// and "Analyze" would otherwise make it reflexive.
 	{"Analyze *only* the content and structure of your immediately preceding response", "Qwen Code's next-speaker check"},
+	// Open WebUI's tasks, sent beside the chat to the chat's model (its
+	// "Task Model" setting, "Current Model" by default): a title and tags
+	// after the first answer, follow-up suggestions after every answer,
+	// search and retrieval queries before an answer with web search or
+	// files, and so on. Each is its default template (the DEFAULT_*
+	// templates of backend/open_webui/config.py in open-webui/open-webui
+	// at 2586f1f39273cacddb86fb6d793141d663b79803) with the chat as its
+	// history, as one user message; the answer is a small JSON object the
+	// UI parses, which a chain's review would not give. The opening is
+	// the template's own words, before the history.
+	{"### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.", "Open WebUI's title generation"},
+	// The title template before Open WebUI 0.5.
+	{"Create a concise, 3-5 word title with an emoji as a title for the ", "Open WebUI's title generation"},
+	{"### Task:\nGenerate 1-3 broad tags categorizing the main themes of the chat history", "Open WebUI's tags generation"},
+	{"### Task:\nSuggest 3-5 relevant follow-up questions or prompts that the user might naturally ask next", "Open WebUI's follow-up suggestions"},
+	{"### Task:\nAnalyze the chat history to determine the necessity of generating search queries", "Open WebUI's search query generation"},
+	{"### Task:\nYou are an autocompletion system. Continue the text in `<text>`", "Open WebUI's autocompletion"},
+	{"### Task:\nGenerate a detailed prompt for am image generation task", "Open WebUI's image prompt generation"},
+	{"Your task is to reflect the speaker's likely facial expression through a fitting emoji.", "Open WebUI's emoji generation"},
 }
 
 // background names the background request text opens, or "".

@@ -92,6 +92,11 @@ func classified(t *testing.T, s *testServer, body []byte) chain.Trace {
 	return doc.Chain
 }
 
+// owui is the reason of one of Open WebUI's background requests.
+func owui(task string) string {
+	return "Open WebUI's " + task + " request: the client's own work, not the user's words"
+}
+
 func TestAgentClientsClassified(t *testing.T) {
 	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
 	quote := func(q string) string {
@@ -145,6 +150,17 @@ func TestAgentClientsClassified(t *testing.T) {
 		// Continue: each @-mention a text part before the question's.
 		{"continue-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored the text parts before the last (attached context), 502 B"}},
 		{"continue-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored the text parts before the last (attached context), 502 B"}},
+		// Open WebUI's own requests, made beside the chat (title, tags,
+		// follow-ups, search queries, …): a task prompt with the chat,
+		// analytical question included, as its history. Simple: their
+		// answer is a small JSON object the UI parses.
+		{"open-webui-title.json", chain.ModeSimple, []string{owui("title generation")}},
+		{"open-webui-tags.json", chain.ModeSimple, []string{owui("tags generation")}},
+		{"open-webui-follow-ups.json", chain.ModeSimple, []string{owui("follow-up suggestions")}},
+		{"open-webui-queries.json", chain.ModeSimple, []string{owui("search query generation")}},
+		{"open-webui-autocomplete.json", chain.ModeSimple, []string{owui("autocompletion")}},
+		{"open-webui-image-prompt.json", chain.ModeSimple, []string{owui("image prompt generation")}},
+		{"open-webui-emoji.json", chain.ModeSimple, []string{owui("emoji generation")}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},

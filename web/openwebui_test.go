@@ -6,11 +6,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"chainproxy/chain"
+	"chainproxy/config"
 )
 
 // TestOpenWebUIOllamaMode replays what Open WebUI's backend sends to an
@@ -193,5 +198,42 @@ func TestOpenWebUIOllamaMode(t *testing.T) {
 	}
 	if json.Unmarshal(r.body, &e); r.status != 400 || !strings.Contains(e.Error, "messages[0].images[0]") || !strings.Contains(e.Error, "node OT") {
 		t.Errorf("a picture for a text model: %d %s", r.status, r.body)
+	}
+}
+
+// TestOpenWebUITasksOllamaMode: Open WebUI's own requests (title, tags,
+// follow-ups, search queries, …) reach an Ollama connection as /api/chat
+// with the task prompt as the one user message, not streamed
+// (convert_payload_openai_to_ollama of backend/open_webui/utils/payload.py).
+// The chat they carry as history asks an analytical question; each is
+// still answered in simple mode, by one node.
+func TestOpenWebUITasksOllamaMode(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
+	files, err := filepath.Glob(filepath.Join("testdata", "agents", "open-webui-*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Open WebUI requests in testdata/agents: %v", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			var req struct {
+				Messages []map[string]any `json:"messages"`
+			}
+			raw, err := os.ReadFile(f)
+			if err != nil || json.Unmarshal(raw, &req) != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			body, _ := json.Marshal(map[string]any{"model": "chain/auto:latest", "messages": req.Messages, "stream": false})
+			resp := s.post(t, "/api/chat", string(body))
+			out := readAll(t, resp.Body)
+			var answer struct {
+				Chain chain.Trace `json:"chain"`
+			}
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &answer) != nil {
+				t.Fatalf("%d %s", resp.StatusCode, out)
+			}
+			if answer.Chain.Mode != chain.ModeSimple || len(answer.Chain.Stages) != 1 || !strings.HasPrefix(answer.Chain.Reasons[0], "Open WebUI's ") {
+				t.Errorf("mode %q, %d stages, reasons %q: want Open WebUI's request answered simply", answer.Chain.Mode, len(answer.Chain.Stages), answer.Chain.Reasons)
+			}
+		})
 	}
 }
