@@ -67,6 +67,14 @@ var backgroundRequests = []struct{ opening, name string }{
 	{"### Task:\nYou are an autocompletion system. Continue the text in `<text>`", "Open WebUI's autocompletion"},
 	{"### Task:\nGenerate a detailed prompt for am image generation task", "Open WebUI's image prompt generation"},
 	{"Your task is to reflect the speaker's likely facial expression through a fitting emoji.", "Open WebUI's emoji generation"},
+	// LibreChat's conversation title, asked of the chat's model after the
+	// first answer, the chat below it as "User: …" and "AI: …" lines: its
+	// structured form (the title and the language, through a tool) and its
+	// plain one (defaultTitlePrompt and defaultCompletionPrompt of
+	// src/utils/title.ts in danny-avila/agents, @librechat/agents, at
+	// d8751a6ab077f9bb9b4fd66a7d55587c512751ac).
+	{"Analyze this conversation and provide:\n1. The detected language of the conversation", "LibreChat's title generation"},
+	{"Provide a concise, 5-word-or-less title for the conversation, using title case conventions.", "LibreChat's title generation"},
 }
 
 // background names the background request text opens, or "".

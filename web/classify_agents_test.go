@@ -161,6 +161,10 @@ func TestAgentClientsClassified(t *testing.T) {
 		{"open-webui-autocomplete.json", chain.ModeSimple, []string{owui("autocompletion")}},
 		{"open-webui-image-prompt.json", chain.ModeSimple, []string{owui("image prompt generation")}},
 		{"open-webui-emoji.json", chain.ModeSimple, []string{owui("emoji generation")}},
+		// LibreChat's title, asked of the chat's model after the first
+		// answer: "Analyze this conversation …" with the chat below.
+		{"librechat-title.json", chain.ModeSimple, []string{"LibreChat's title generation request: the client's own work, not the user's words"}},
+		{"librechat-title-completion.json", chain.ModeSimple, []string{"LibreChat's title generation request: the client's own work, not the user's words"}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},
