@@ -67,6 +67,15 @@ var backgroundRequests = []struct{ opening, name string }{
 	{"### Task:\nYou are an autocompletion system. Continue the text in `<text>`", "Open WebUI's autocompletion"},
 	{"### Task:\nGenerate a detailed prompt for am image generation task", "Open WebUI's image prompt generation"},
 	{"Your task is to reflect the speaker's likely facial expression through a fitting emoji.", "Open WebUI's emoji generation"},
+	// Claude Code's compaction (/compact, and automatic when the context
+	// fills up), asked of the main model after the conversation: it
+	// forbids tool calls, which the chain's first stage would make, and
+	// wants plain <analysis> and <summary> blocks (read from the binary
+	// of @anthropic-ai/claude-code 2.1.331, web/testdata/clients, where
+	// the prompt opens with this preamble; earlier versions opened with
+	// the task itself, the second line).
+	{"CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.", "Claude Code's compaction"},
+	{"Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.", "Claude Code's compaction"},
 	// LibreChat's conversation title, asked of the chat's model after the
 	// first answer, the chat below it as "User: …" and "AI: …" lines: its
 	// structured form (the title and the language, through a tool) and its

@@ -133,6 +133,11 @@ func TestAgentClientsClassified(t *testing.T) {
 		// Claude Code: context and todo reminders around the question.
 		{"claude-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 2 <system-reminder> blocks, 1.2 KB"}},
 		{"claude-code-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 2 <system-reminder> blocks, 1.2 KB"}},
+		// Its compaction, asked of the main model when the context fills
+		// up: the conversation, then "CRITICAL: Respond with TEXT ONLY. Do
+		// NOT call any tools." and the summary's sections. Simple: the
+		// chain's first stage would call tools, which Claude Code rejects.
+		{"claude-code-compact.json", chain.ModeSimple, []string{"Claude Code's compaction request: the client's own work, not the user's words"}},
 		// Cline 3: <task> and <environment_details>; a tool result comes
 		// back as a user message, passed over for the task.
 		{"cline-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <environment_details> block, 416 B"}},
