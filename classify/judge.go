@@ -76,6 +76,11 @@ var backgroundRequests = []struct{ opening, name string }{
 	// the task itself, the second line).
 	{"CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.", "Claude Code's compaction"},
 	{"Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.", "Claude Code's compaction"},
+	// Codex CLI's compaction with a provider other than OpenAI's (which
+	// compacts on its own servers): the conversation, then this prompt as
+	// a user message (SUMMARIZATION_PROMPT of codex-rs core/src/compact.rs,
+	// read from the 0.169.0 binary in web/testdata/clients).
+	{"You are performing a CONTEXT CHECKPOINT COMPACTION.", "Codex CLI's compaction"},
 	// LibreChat's conversation title, asked of the chat's model after the
 	// first answer, the chat below it as "User: …" and "AI: …" lines: its
 	// structured form (the title and the language, through a tool) and its

@@ -130,6 +130,9 @@ func TestAgentClientsClassified(t *testing.T) {
 		// message before the prompt, which is judged alone.
 		{"codex-trivial.responses.json", chain.ModeSimple, []string{quote(trivialQuestion)}},
 		{"codex-analytical.responses.json", chain.ModeReflexive, []string{quote(analyticalQuestion)}},
+		// Its compaction with a provider other than OpenAI's: the
+		// conversation, then its checkpoint prompt as a user message.
+		{"codex-compact.responses.json", chain.ModeSimple, []string{"Codex CLI's compaction request: the client's own work, not the user's words"}},
 		// Claude Code: context and todo reminders around the question.
 		{"claude-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 2 <system-reminder> blocks, 1.2 KB"}},
 		{"claude-code-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 2 <system-reminder> blocks, 1.2 KB"}},
