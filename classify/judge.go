@@ -48,6 +48,14 @@ var backgroundRequests = []struct{ opening, name string }{
 	// @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm). Its rules
 	// and "Analyze" would otherwise make it reflexive.
 	{"Analyze *only* the content and structure of your immediately preceding response", "Qwen Code's next-speaker check"},
+	// Qwen Code's chat compression, when the conversation nears the
+	// window: with a provider that caches prefixes, the compression
+	// prompt and its directive as the newest user message; otherwise the
+	// prompt as the system message and the directive alone (read from the
+	// bundle of @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm:
+	// getCompressionPrompt, trimmed, and COMPRESSION_REQUEST_DIRECTIVE).
+	{"You are the component that summarizes a conversation when its context window is about to overflow.", "Qwen Code's chat compression"},
+	{"First, reason in your <analysis> block. Then, produce the <state_snapshot> XML.", "Qwen Code's chat compression"},
 	// Open WebUI's tasks, sent beside the chat to the chat's model (its
 	// "Task Model" setting, "Current Model" by default): a title and tags
 	// after the first answer, follow-up suggestions after every answer,

@@ -122,6 +122,10 @@ func TestAgentClientsClassified(t *testing.T) {
 		// user message is Qwen Code's. Simple, whatever the question was.
 		{"qwen-code-memory-trivial.json", chain.ModeSimple, []string{qwenMemory}},
 		{"qwen-code-memory-analytical.json", chain.ModeSimple, []string{qwenMemory}},
+		// Its chat compression, when the window is nearly full and the
+		// provider caches prefixes: the conversation, then the compression
+		// prompt and its directive as the newest user message.
+		{"qwen-code-compress.json", chain.ModeSimple, []string{"Qwen Code's chat compression request: the client's own work, not the user's words"}},
 		// With model.skipNextSpeakerCheck off, after a turn without tool
 		// calls it asks whether the model should go on: "Analyze …", a
 		// numbered list of rules. Simple, not a chain.
