@@ -100,9 +100,13 @@ var backgroundRequests = []struct{ opening, name string }{
 }
 
 // background names the background request text opens, or "".
+//
+// The newest user message of every classified request is tested: the
+// first byte is compared before the whole opening, which rules out nearly
+// every entry without a call to the runtime's memequal.
 func background(text string) string {
 	for _, r := range backgroundRequests {
-		if len(text) >= len(r.opening) && text[:len(r.opening)] == r.opening {
+		if len(text) >= len(r.opening) && text[0] == r.opening[0] && text[:len(r.opening)] == r.opening {
 			return r.name
 		}
 	}
