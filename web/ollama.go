@@ -34,6 +34,12 @@ type ollamaChatRequest struct {
 	Prompt    string            `json:"prompt"`
 	System    string            `json:"system"`
 	Images    []json.RawMessage `json:"images"`
+	// Suffix and Raw ask /api/generate for a completion the chain cannot
+	// give: text between a prefix and a suffix (an editor's
+	// fill-in-the-middle), or a prompt already in the model's template.
+	// Both are refused rather than answered as chat.
+	Suffix string `json:"suffix"`
+	Raw    bool   `json:"raw"`
 
 	keepAlive *time.Duration
 	think     *bool // nil: unset
@@ -83,6 +89,12 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 	if generate {
 		if len(req.Messages) > 0 {
 			return nil, invalid("messages", "/api/generate takes a prompt, not messages: use /api/chat")
+		}
+		if req.Suffix != "" {
+			return nil, invalid("suffix", "suffix: fill-in-the-middle completion is not served: the proxy answers a prompt through its nodes' chat; send an editor's autocompletion to the model server itself")
+		}
+		if req.Raw {
+			return nil, invalid("raw", "raw: a prompt already in the model's template is not served: the proxy answers through its nodes' chat, which applies the template; leave raw out, or send the request to the model server itself")
 		}
 		if req.System != "" {
 			req.Messages = append(req.Messages, ollamaMessage{Role: "system", Content: req.System})

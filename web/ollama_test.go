@@ -273,6 +273,8 @@ func TestOllamaErrors(t *testing.T) {
 		{"options", "/api/chat", `{"model":"chain/auto","options":{"temperature":"hot"},"messages":[{"role":"user","content":"hi"}]}`, 400, "options.temperature"},
 		{"keep_alive", "/api/chat", `{"model":"chain/auto","keep_alive":"forever","messages":[{"role":"user","content":"hi"}]}`, 400, "keep_alive"},
 		{"too large", "/api/chat", `{"model":"chain/auto","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "larger than"},
+		{"fill in the middle", "/api/generate", `{"model":"chain/auto","prompt":"func add(","suffix":"}\n"}`, 400, "fill-in-the-middle completion is not served"},
+		{"raw prompt", "/api/generate", `{"model":"chain/auto","prompt":"<|fim_prefix|>x","raw":true}`, 400, "raw: a prompt already in the model's template"},
 		{"no route", "/api/nope", `{}`, 404, "no such endpoint"},
 		{"embeddings", "/api/embed", `{}`, 404, "does not serve embeddings (/api/embed)"},
 		{"old embeddings", "/api/embeddings", `{}`, 404, "does not serve embeddings (/api/embeddings)"},
