@@ -306,7 +306,8 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 	}
 	var question string
-	r.trace.Mode, r.trace.Reasons, question = e.decide(req, route)
+	var background bool
+	r.trace.Mode, r.trace.Reasons, question, background = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
 	if r.trace.Mode == ModeReflexive {
@@ -337,24 +338,28 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		return r.simple(ctx, e.nodes[route.Node], false)
 	}
 	if r.trace.Mode == ModeSimple {
-		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil)
+		// A client's own request (a title, a compaction) needs none of
+		// the server's tools: offering them costs a small window their
+		// definitions and invites calls nobody asked for.
+		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil && !background)
 	}
 	return r.reflexive(ctx)
 }
 
 // decide picks the mode and says why, with the user's words the
-// classifier judged when it ran.
-func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []string, judged string) {
+// classifier judged when it ran, and whether the request is a client's
+// own (background) one.
+func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []string, judged string, background bool) {
 	switch {
 	case route.Node != "":
-		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}, ""
+		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}, "", false
 	case route.Mode != "":
-		return route.Mode, []string{"forced by model " + req.Model}, ""
+		return route.Mode, []string{"forced by model " + req.Model}, "", false
 	case req.ForcedMode != "":
-		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}, ""
+		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}, "", false
 	}
 	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
-	return d.Mode, d.Reasons, d.Text
+	return d.Mode, d.Reasons, d.Text, d.Background != ""
 }
 
 // UserTexts returns a function that returns the user messages of msgs,

@@ -98,6 +98,10 @@ type Decision struct {
 	// Text is the user's words that were judged ("" for a client's own
 	// request): what names the request, its injected blocks set aside.
 	Text string
+	// Background names the client's own request the newest user message
+	// is (a title, a compaction; see backgroundRequests), "" for the
+	// user's words.
+	Background string
 }
 
 // pattern is a keyword or tool name, folded, with its reason precomputed.
@@ -235,7 +239,7 @@ func format(parts ...any) string {
 func (c *Classifier) Classify(next func() (UserMessage, bool), category string) Decision {
 	j := c.blocks.Judge(next)
 	if j.Background != "" {
-		return Decision{Mode: ModeSimple, Reasons: []string{j.Background + " request: the client's own work, not the user's words"}}
+		return Decision{Mode: ModeSimple, Reasons: []string{j.Background + " request: the client's own work, not the user's words"}, Background: j.Background}
 	}
 	var hitBuf [16]int32
 	st, hits := c.scan(j.Text, hitBuf[:0])
