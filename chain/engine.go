@@ -358,6 +358,14 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 	case req.ForcedMode != "":
 		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}, "", false
 	}
+	if len(req.Messages) > 0 && req.Messages[0].Role == "system" {
+		// A client's own request known by its system message: its user
+		// message holds the user's words, which are not what it asks.
+		if name := classify.BackgroundSystem(req.Messages[0].Content); name != "" {
+			d := classify.BackgroundDecision(name)
+			return d.Mode, d.Reasons, "", true
+		}
+	}
 	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
 	return d.Mode, d.Reasons, d.Text, d.Background != ""
 }

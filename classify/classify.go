@@ -239,7 +239,7 @@ func format(parts ...any) string {
 func (c *Classifier) Classify(next func() (UserMessage, bool), category string) Decision {
 	j := c.blocks.Judge(next)
 	if j.Background != "" {
-		return Decision{Mode: ModeSimple, Reasons: []string{j.Background + " request: the client's own work, not the user's words"}, Background: j.Background}
+		return BackgroundDecision(j.Background)
 	}
 	var hitBuf [16]int32
 	st, hits := c.scan(j.Text, hitBuf[:0])

@@ -510,3 +510,24 @@ func names(c *Classifier, hits []int32) []string {
 	}
 	return s
 }
+
+// TestBackgroundSystem: Open WebUI's tool selection is known by its system
+// message, its opening and its task both; a user's own system prompt that
+// only opens the same way is not.
+func TestBackgroundSystem(t *testing.T) {
+	task := "\n\nYour task is to choose and return the correct tool(s) from the list of available tools based on the query. Follow these guidelines:"
+	for _, tt := range []struct{ system, want string }{
+		{`Available Tools: [{"name":"get_weather"}]` + task, "Open WebUI's tool selection"},
+		{"Available Tools: none today. Be brief.", ""},
+		{"You are a helpful assistant." + task, ""},
+		{"", ""},
+	} {
+		if got := BackgroundSystem(tt.system); got != tt.want {
+			t.Errorf("BackgroundSystem(%.40q…) = %q, want %q", tt.system, got, tt.want)
+		}
+	}
+	d := BackgroundDecision("Open WebUI's tool selection")
+	if d.Mode != ModeSimple || d.Background == "" || d.Text != "" || len(d.Reasons) != 1 {
+		t.Errorf("BackgroundDecision = %+v", d)
+	}
+}

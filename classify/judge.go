@@ -2,6 +2,7 @@ package classify
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -97,6 +98,38 @@ var backgroundRequests = []struct{ opening, name string }{
 	// d8751a6ab077f9bb9b4fd66a7d55587c512751ac).
 	{"Analyze this conversation and provide:\n1. The detected language of the conversation", "LibreChat's title generation"},
 	{"Provide a concise, 5-word-or-less title for the conversation, using title case conventions.", "LibreChat's title generation"},
+}
+
+// backgroundSystems are requests clients make of their own that are known
+// by their system message, their user message holding the user's words:
+// the system message opens with the first text and holds the second.
+var backgroundSystems = []struct{ opening, holds, name string }{
+	// Open WebUI's tool selection, made before the answer when a chat has
+	// tools on and the model's function calling is "Default" (prompt
+	// based): DEFAULT_TOOLS_FUNCTION_CALLING_PROMPT_TEMPLATE of
+	// backend/open_webui/config.py (@2586f1f3) with the tools' specs as
+	// JSON where the two texts meet, and the recent history and "Query: "
+	// and the question as the user message (get_tools_function_calling_payload
+	// of backend/open_webui/utils/middleware.py). Open WebUI parses the
+	// answer as a JSON object naming the tools, then runs them itself.
+	{"Available Tools: ", "\n\nYour task is to choose and return the correct tool(s) from the list of available tools based on the query.", "Open WebUI's tool selection"},
+}
+
+// BackgroundSystem names the client's own request that a request's
+// system message marks (see backgroundSystems), or "".
+func BackgroundSystem(system string) string {
+	for _, r := range backgroundSystems {
+		if strings.HasPrefix(system, r.opening) && strings.Contains(system, r.holds) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+// BackgroundDecision is the decision for the client's own request name:
+// simple, with the reason that names it.
+func BackgroundDecision(name string) Decision {
+	return Decision{Mode: ModeSimple, Reasons: []string{name + " request: the client's own work, not the user's words"}, Background: name}
 }
 
 // background names the background request text opens, or "".

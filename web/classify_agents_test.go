@@ -173,6 +173,11 @@ func TestAgentClientsClassified(t *testing.T) {
 		{"open-webui-autocomplete.json", chain.ModeSimple, []string{owui("autocompletion")}},
 		{"open-webui-image-prompt.json", chain.ModeSimple, []string{owui("image prompt generation")}},
 		{"open-webui-emoji.json", chain.ModeSimple, []string{owui("emoji generation")}},
+		// Its tool selection (function calling "Default"): the template
+		// with the tools as the system message, the user's question after
+		// "Query: " in the user message. Simple, though the question is
+		// analytical: Open WebUI wants a JSON object naming tools.
+		{"open-webui-tool-selection.json", chain.ModeSimple, []string{owui("tool selection")}},
 		// LibreChat's title, asked of the chat's model after the first
 		// answer: "Analyze this conversation …" with the chat below.
 		{"librechat-title.json", chain.ModeSimple, []string{"LibreChat's title generation request: the client's own work, not the user's words"}},
