@@ -90,6 +90,12 @@ var backgroundRequests = []struct{ opening, name string }{
 	// a user message (SUMMARIZATION_PROMPT of codex-rs core/src/compact.rs,
 	// read from the 0.169.0 binary in web/testdata/clients).
 	{"You are performing a CONTEXT CHECKPOINT COMPACTION.", "Codex CLI's compaction"},
+	// Continue's chat title, asked of the chat's model after the first
+	// answer: the prompt, then the user's first message, code blocks
+	// removed (ChatDescriber of core/util/chatDescriber.ts in
+	// continuedev/continue at bac07196a22266fe8f0014aa4d31594e268773ca;
+	// earlier versions asked for "a short summary" after the same words).
+	{"Given the following... please reply with a ", "Continue's chat title"},
 	// LibreChat's conversation title, asked of the chat's model after the
 	// first answer, the chat below it as "User: …" and "AI: …" lines: its
 	// structured form (the title and the language, through a tool) and its

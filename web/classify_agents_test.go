@@ -182,6 +182,8 @@ func TestAgentClientsClassified(t *testing.T) {
 		// answer: "Analyze this conversation …" with the chat below.
 		{"librechat-title.json", chain.ModeSimple, []string{"LibreChat's title generation request: the client's own work, not the user's words"}},
 		{"librechat-title-completion.json", chain.ModeSimple, []string{"LibreChat's title generation request: the client's own work, not the user's words"}},
+		// Its chat title: a fixed prompt, then the user's first message.
+		{"continue-title.json", chain.ModeSimple, []string{"Continue's chat title request: the client's own work, not the user's words"}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},
