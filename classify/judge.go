@@ -68,7 +68,7 @@ var backgroundRequests = []struct{ opening, name string }{
 	// UI parses, which a chain's review would not give. The opening is
 	// the template's own words, before the history.
 	{"### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.", "Open WebUI's title generation"},
-	// The title template before Open WebUI 0.5.
+	// An earlier version's title template.
 	{"Create a concise, 3-5 word title with an emoji as a title for the ", "Open WebUI's title generation"},
 	{"### Task:\nGenerate 1-3 broad tags categorizing the main themes of the chat history", "Open WebUI's tags generation"},
 	{"### Task:\nSuggest 3-5 relevant follow-up questions or prompts that the user might naturally ask next", "Open WebUI's follow-up suggestions"},
