@@ -119,6 +119,16 @@ var backgroundSystems = []struct{ opening, holds, name string }{
 	// of backend/open_webui/utils/middleware.py). Open WebUI parses the
 	// answer as a JSON object naming the tools, then runs them itself.
 	{"Available Tools: ", "\n\nYour task is to choose and return the correct tool(s) from the list of available tools based on the query.", "Open WebUI's tool selection"},
+	// Aider's own requests, sent to its weak model (the main model when no
+	// other is set, as with an OpenAI-compatible base URL), each with its
+	// prompt as the system message (summarize and commit_system of
+	// aider/prompts.py in Aider-AI/aider at
+	// 668de71f9ddcd0e6852a5456a1bdc7ed54b5a5c7): the chat history folded
+	// into a summary once it grows long, the transcript as the user
+	// message (aider/history.py); a commit message after each edit, the
+	// diff as the user message (aider/repo.py).
+	{"*Briefly* summarize this partial conversation about programming.", "Start the summary with \"I asked you...\".", "Aider's chat summary"},
+	{"You are an expert software engineer that generates concise, one-line Git commit messages based on the provided diffs.", "Reply only with the one-line commit message", "Aider's commit message"},
 }
 
 // BackgroundSystem names the client's own request that a request's

@@ -159,6 +159,12 @@ func TestAgentClientsClassified(t *testing.T) {
 		// user messages.
 		{"aider-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
 		{"aider-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 Aider's rules block, 2.0 KB"}},
+		// Its own requests, known by their system prompts: the chat
+		// history summarized once it grows long (the transcript, with the
+		// analytical question, as the user message), and a commit message
+		// after each edit (the diff as the user message).
+		{"aider-summary.json", chain.ModeSimple, []string{"Aider's chat summary request: the client's own work, not the user's words"}},
+		{"aider-commit.json", chain.ModeSimple, []string{"Aider's commit message request: the client's own work, not the user's words"}},
 		// Continue: each @-mention a text part before the question's.
 		{"continue-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored the text parts before the last (attached context), 502 B"}},
 		{"continue-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored the text parts before the last (attached context), 502 B"}},
