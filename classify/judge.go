@@ -85,6 +85,11 @@ var backgroundRequests = []struct{ opening, name string }{
 	// the task itself, the second line).
 	{"CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.", "Claude Code's compaction"},
 	{"Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.", "Claude Code's compaction"},
+	// Roo Code's context condensing (and its forks', Kilo Code's): its
+	// summary prompt as the system message, the conversation, then this
+	// request (summarizeConversation of src/core/condense/index.ts in
+	// RooCodeInc/Roo-Code at e5353cf0adbf704e2007de00c0b42bf7f0c815f9).
+	{"Summarize the conversation so far, as described in the prompt instructions.", "Roo Code's context condensing"},
 	// Codex CLI's compaction with a provider other than OpenAI's (which
 	// compacts on its own servers): the conversation, then this prompt as
 	// a user message (SUMMARIZATION_PROMPT of codex-rs core/src/compact.rs,

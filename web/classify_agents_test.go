@@ -154,6 +154,9 @@ func TestAgentClientsClassified(t *testing.T) {
 		// Roo Code: <user_message> and <environment_details>.
 		{"roo-code-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <environment_details> block, 530 B"}},
 		{"roo-code-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <environment_details> block, 530 B"}},
+		// Its context condensing: SUMMARY_PROMPT as the system message,
+		// the conversation, then a fixed request.
+		{"roo-code-condense.json", chain.ModeSimple, []string{"Roo Code's context condensing request: the client's own work, not the user's words"}},
 		// Aider (reminder: user, its default): its edit rules after the
 		// question, no tags; the repository map and files are earlier
 		// user messages.
