@@ -79,6 +79,19 @@ var aiderRules = []string{
 
 const aiderName = "Aider's rules"
 
+// Open WebUI's retrieval (files attached, web search) with its default
+// RAG_SYSTEM_CONTEXT off puts its RAG template, the retrieved documents
+// inside <context>, before the user's message in the same message
+// (add_or_update_user_message(..., append=False) in
+// backend/open_webui/utils/middleware.py; DEFAULT_RAG_TEMPLATE of
+// backend/open_webui/config.py at 2586f1f3, which ends with the context).
+// The user's words are what follows the context.
+const (
+	owuiRAGOpening = "### Task:\nRespond to the user query using the provided context"
+	owuiRAGEnd     = "</context>"
+	owuiRAGName    = "Open WebUI's retrieved context"
+)
+
 // toolResultName names, in Aside, a user message that is a client's tool
 // result rather than the user's words: Cline 3 and Roo Code before native
 // tool calls send "[read_file for 'main.go'] Result:" and the result as
@@ -180,12 +193,22 @@ func (b *Blocks) Words(content string) Words {
 	if isToolResult(s) {
 		return Words{Aside: []Aside{{Name: toolResultName, Count: 1, Bytes: len(content)}}}
 	}
-	var aider Aside
+	var rag, aider Aside
+	if strings.HasPrefix(s, owuiRAGOpening) {
+		if i := strings.LastIndex(s, owuiRAGEnd); i >= 0 {
+			end := i + len(owuiRAGEnd)
+			rag = Aside{Name: owuiRAGName, Count: 1, Bytes: end}
+			s = strings.TrimSpace(s[end:])
+		}
+	}
 	if i := aiderRulesAt(s); i >= 0 {
 		aider = Aside{Name: aiderName, Count: 1, Bytes: len(s) - i}
 		s = strings.TrimSpace(s[:i])
 	}
 	w := b.words(s)
+	if rag.Count > 0 {
+		w.Aside = append([]Aside{rag}, w.Aside...)
+	}
 	if aider.Count > 0 {
 		w.Aside = append(w.Aside, aider)
 	}

@@ -78,6 +78,10 @@ func TestWords(t *testing.T) {
 			Words{Text: "Explain the cache", Aside: []Aside{aside("Aider's rules", 1, 95)}}},
 		{"Aider's fenced rules", "Why?\n\n\n# *SEARCH/REPLACE block* Rules:\nx", Words{Text: "Why?", Aside: []Aside{aside("Aider's rules", 1, 36)}}},
 		{"Aider's context mode", "Add a retry to the upstream call\n\n\nNEVER RETURN CODE!\n", Words{Text: "Add a retry to the upstream call", Aside: []Aside{aside("Aider's rules", 1, 21)}}},
+		{"Open WebUI's retrieved context before the question", "### Task:\nRespond to the user query using the provided context, incorporating citations.\n\n<context>\n<source id=\"1\">Compare a and b.</source>\n</context>\n\nWhat is the deadline?",
+			Words{Text: "What is the deadline?", Aside: []Aside{aside("Open WebUI's retrieved context", 1, 151)}}},
+		{"Open WebUI's template without its context is the user's", "### Task:\nRespond to the user query using the provided context, please.",
+			Words{Text: "### Task:\nRespond to the user query using the provided context, please."}},
 		{"a rules heading of the user's own", "# File editing rules: what are they?", Words{Text: "# File editing rules: what are they?"}},
 		{"brackets that are no tool result", "[x] Results: fine", Words{Text: "[x] Results: fine"}},
 		{"markdown checkbox", "[ ] Result: todo", Words{Text: "[ ] Result: todo"}},
@@ -332,6 +336,7 @@ func FuzzWords(f *testing.F) {
 		"<environment_context/>", "<command-name>/x</command-name><command-args>why?</command-args>",
 		strings.Repeat("<system-reminder>", 50) + strings.Repeat("</system-reminder>", 49),
 		strings.Repeat("<task><user_query>", 30) + "x",
+		owuiRAGOpening + "\n<context>\n<source id=\"1\">d</source>\n</context>\nq", owuiRAGOpening + "</context>",
 	} {
 		f.Add(s)
 	}
@@ -359,7 +364,7 @@ func FuzzWords(f *testing.F) {
 		}
 		// Without wrappers, AGENTS.md and tool results, the words are what
 		// the slow reference leaves, up to how pieces are joined.
-		if strings.Contains(s, "AGENTS.md") || strings.HasPrefix(strings.TrimSpace(s), "[") || aiderRulesAt(s) >= 0 {
+		if strings.Contains(s, "AGENTS.md") || strings.HasPrefix(strings.TrimSpace(s), "[") || aiderRulesAt(s) >= 0 || strings.HasPrefix(strings.TrimSpace(s), owuiRAGOpening) {
 			return
 		}
 		for _, name := range unwrapBlocks {

@@ -182,6 +182,11 @@ func TestAgentClientsClassified(t *testing.T) {
 		{"open-webui-autocomplete.json", chain.ModeSimple, []string{owui("autocompletion")}},
 		{"open-webui-image-prompt.json", chain.ModeSimple, []string{owui("image prompt generation")}},
 		{"open-webui-emoji.json", chain.ModeSimple, []string{owui("emoji generation")}},
+		// A chat with files: its RAG template and the retrieved
+		// documents before the user's words, in the same message. The
+		// words are judged, the context set aside.
+		{"open-webui-rag-trivial.json", chain.ModeSimple, []string{`text judged: "What is the deadline?"`, "ignored 1 Open WebUI's retrieved context block, 1.7 KB"}},
+		{"open-webui-rag-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 Open WebUI's retrieved context block, 1.7 KB"}},
 		// Its tool selection (function calling "Default"): the template
 		// with the tools as the system message, the user's question after
 		// "Query: " in the user message. Simple, though the question is
