@@ -1,0 +1,137 @@
+package classify
+
+import "strings"
+
+// backgroundRequests are requests clients make of their own, beside
+// the user's turns, known by the fixed text their user message opens
+// with. They are not the user's words: they are judged simple.
+var backgroundRequests = []struct{ opening, name string }{
+	// Qwen Code's managed auto-memory extraction, sent after a turn
+	// (packages/core/src/memory/extractionAgentPlanner.ts, buildTaskPrompt;
+	// captured from @qwen-code/qwen-code 0.24.4, web/testdata/agents).
+	{"Managed memory has TWO directories.", "Qwen Code's memory extraction"},
+	// Qwen Code's next-speaker check, after a model turn that made no tool
+	// call, when model.skipNextSpeakerCheck is false (it is true by
+	// default): the model's last turn, then this prompt, which asks for
+	// a JSON verdict through a forced tool (packages/core/src/utils/
+	// nextSpeakerChecker.ts, CHECK_PROMPT; read from the bundle of
+	// @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm). Its rules
+	// and "Analyze" would otherwise make it reflexive.
+	{"Analyze *only* the content and structure of your immediately preceding response", "Qwen Code's next-speaker check"},
+	// Qwen Code's chat compression, when the conversation nears the
+	// window: with a provider that caches prefixes, the compression
+	// prompt and its directive as the newest user message; otherwise the
+	// prompt as the system message and the directive alone (read from the
+	// bundle of @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm:
+	// getCompressionPrompt, trimmed, and COMPRESSION_REQUEST_DIRECTIVE).
+	{"You are the component that summarizes a conversation when its context window is about to overflow.", "Qwen Code's chat compression"},
+	{"First, reason in your <analysis> block. Then, produce the <state_snapshot> XML.", "Qwen Code's chat compression"},
+	// Open WebUI's tasks, sent beside the chat to the chat's model (its
+	// "Task Model" setting, "Current Model" by default): a title and tags
+	// after the first answer, follow-up suggestions after every answer,
+	// search and retrieval queries before an answer with web search or
+	// files, and so on. Each is its default template (the DEFAULT_*
+	// templates of backend/open_webui/config.py in open-webui/open-webui
+	// at 2586f1f39273cacddb86fb6d793141d663b79803) with the chat as its
+	// history, as one user message; the answer is a small JSON object the
+	// UI parses, which a chain's review would not give. The opening is
+	// the template's own words, before the history.
+	{"### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.", "Open WebUI's title generation"},
+	// An earlier version's title template.
+	{"Create a concise, 3-5 word title with an emoji as a title for the ", "Open WebUI's title generation"},
+	{"### Task:\nGenerate 1-3 broad tags categorizing the main themes of the chat history", "Open WebUI's tags generation"},
+	{"### Task:\nSuggest 3-5 relevant follow-up questions or prompts that the user might naturally ask next", "Open WebUI's follow-up suggestions"},
+	{"### Task:\nAnalyze the chat history to determine the necessity of generating search queries", "Open WebUI's search query generation"},
+	{"### Task:\nYou are an autocompletion system. Continue the text in `<text>`", "Open WebUI's autocompletion"},
+	{"### Task:\nGenerate a detailed prompt for am image generation task", "Open WebUI's image prompt generation"},
+	{"Your task is to reflect the speaker's likely facial expression through a fitting emoji.", "Open WebUI's emoji generation"},
+	// Claude Code's compaction (/compact, and automatic when the context
+	// fills up), asked of the main model after the conversation: it
+	// forbids tool calls, which the chain's first stage would make, and
+	// wants plain <analysis> and <summary> blocks (read from the binary
+	// of @anthropic-ai/claude-code 2.1.331, web/testdata/clients, where
+	// the prompt opens with this preamble; earlier versions opened with
+	// the task itself, the second line).
+	{"CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.", "Claude Code's compaction"},
+	{"Your task is to create a detailed summary of the conversation so far, paying close attention to the user's explicit requests and your previous actions.", "Claude Code's compaction"},
+	// Roo Code's context condensing (and its forks', Kilo Code's): its
+	// summary prompt as the system message, the conversation, then this
+	// request (summarizeConversation of src/core/condense/index.ts in
+	// RooCodeInc/Roo-Code at e5353cf0adbf704e2007de00c0b42bf7f0c815f9).
+	{"Summarize the conversation so far, as described in the prompt instructions.", "Roo Code's context condensing"},
+	// Codex CLI's compaction with a provider other than OpenAI's (which
+	// compacts on its own servers): the conversation, then this prompt as
+	// a user message (SUMMARIZATION_PROMPT of codex-rs core/src/compact.rs,
+	// read from the 0.169.0 binary in web/testdata/clients).
+	{"You are performing a CONTEXT CHECKPOINT COMPACTION.", "Codex CLI's compaction"},
+	// Continue's chat title, asked of the chat's model after the first
+	// answer: the prompt, then the user's first message, code blocks
+	// removed (ChatDescriber of core/util/chatDescriber.ts in
+	// continuedev/continue at bac07196a22266fe8f0014aa4d31594e268773ca;
+	// earlier versions asked for "a short summary" after the same words).
+	{"Given the following... please reply with a ", "Continue's chat title"},
+	// LibreChat's conversation title, asked of the chat's model after the
+	// first answer, the chat below it as "User: …" and "AI: …" lines: its
+	// structured form (the title and the language, through a tool) and its
+	// plain one (defaultTitlePrompt and defaultCompletionPrompt of
+	// src/utils/title.ts in danny-avila/agents, @librechat/agents, at
+	// d8751a6ab077f9bb9b4fd66a7d55587c512751ac).
+	{"Analyze this conversation and provide:\n1. The detected language of the conversation", "LibreChat's title generation"},
+	{"Provide a concise, 5-word-or-less title for the conversation, using title case conventions.", "LibreChat's title generation"},
+}
+
+// backgroundSystems are requests clients make of their own that are known
+// by their system message, their user message holding the user's words:
+// the system message opens with the first text and holds the second.
+var backgroundSystems = []struct{ opening, holds, name string }{
+	// Open WebUI's tool selection, made before the answer when a chat has
+	// tools on and the model's function calling is "Default" (prompt
+	// based): DEFAULT_TOOLS_FUNCTION_CALLING_PROMPT_TEMPLATE of
+	// backend/open_webui/config.py (@2586f1f3) with the tools' specs as
+	// JSON where the two texts meet, and the recent history and "Query: "
+	// and the question as the user message (get_tools_function_calling_payload
+	// of backend/open_webui/utils/middleware.py). Open WebUI parses the
+	// answer as a JSON object naming the tools, then runs them itself.
+	{"Available Tools: ", "\n\nYour task is to choose and return the correct tool(s) from the list of available tools based on the query.", "Open WebUI's tool selection"},
+	// Aider's own requests, sent to its weak model (the main model when no
+	// other is set, as with an OpenAI-compatible base URL), each with its
+	// prompt as the system message (summarize and commit_system of
+	// aider/prompts.py in Aider-AI/aider at
+	// 668de71f9ddcd0e6852a5456a1bdc7ed54b5a5c7): the chat history folded
+	// into a summary once it grows long, the transcript as the user
+	// message (aider/history.py); a commit message after each edit, the
+	// diff as the user message (aider/repo.py).
+	{"*Briefly* summarize this partial conversation about programming.", "Start the summary with \"I asked you...\".", "Aider's chat summary"},
+	{"You are an expert software engineer that generates concise, one-line Git commit messages based on the provided diffs.", "Reply only with the one-line commit message", "Aider's commit message"},
+}
+
+// BackgroundSystem names the client's own request that a request's
+// system message marks (see backgroundSystems), or "".
+func BackgroundSystem(system string) string {
+	for _, r := range backgroundSystems {
+		if strings.HasPrefix(system, r.opening) && strings.Contains(system, r.holds) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+// BackgroundDecision is the decision for the client's own request name:
+// simple, with the reason that names it.
+func BackgroundDecision(name string) Decision {
+	return Decision{Mode: ModeSimple, Reasons: []string{name + " request: the client's own work, not the user's words"}, Background: name}
+}
+
+// background names the background request text opens, or "".
+//
+// The newest user message of every classified request is tested: the
+// first byte is compared before the whole opening, which rules out nearly
+// every entry without a call to the runtime's memequal.
+func background(text string) string {
+	for _, r := range backgroundRequests {
+		if len(text) >= len(r.opening) && text[0] == r.opening[0] && text[:len(r.opening)] == r.opening {
+			return r.name
+		}
+	}
+	return ""
+}
