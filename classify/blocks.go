@@ -92,6 +92,16 @@ const (
 	owuiRAGName    = "Open WebUI's retrieved context"
 )
 
+// Open WebUI's code interpreter, when a chat turns it on and the model's
+// function calling is not native, appends its prompt to the user's
+// message (DEFAULT_CODE_INTERPRETER_PROMPT of backend/open_webui/config.py
+// at 2586f1f3, added with add_or_update_user_message): from its heading
+// to the end, the message is the client's.
+const (
+	owuiCodeHeading = "#### Tools Available\n\n1. **Code Interpreter**: `<code_interpreter"
+	owuiCodeName    = "Open WebUI's code interpreter prompt"
+)
+
 // toolResultName names, in Aside, a user message that is a client's tool
 // result rather than the user's words: Cline 3 and Roo Code before native
 // tool calls send "[read_file for 'main.go'] Result:" and the result as
@@ -193,13 +203,17 @@ func (b *Blocks) Words(content string) Words {
 	if isToolResult(s) {
 		return Words{Aside: []Aside{{Name: toolResultName, Count: 1, Bytes: len(content)}}}
 	}
-	var rag, aider Aside
+	var rag, code, aider Aside
 	if strings.HasPrefix(s, owuiRAGOpening) {
 		if i := strings.LastIndex(s, owuiRAGEnd); i >= 0 {
 			end := i + len(owuiRAGEnd)
 			rag = Aside{Name: owuiRAGName, Count: 1, Bytes: end}
 			s = strings.TrimSpace(s[end:])
 		}
+	}
+	if i := strings.Index(s, owuiCodeHeading); i >= 0 {
+		code = Aside{Name: owuiCodeName, Count: 1, Bytes: len(s) - i}
+		s = strings.TrimSpace(s[:i])
 	}
 	if i := aiderRulesAt(s); i >= 0 {
 		aider = Aside{Name: aiderName, Count: 1, Bytes: len(s) - i}
@@ -208,6 +222,9 @@ func (b *Blocks) Words(content string) Words {
 	w := b.words(s)
 	if rag.Count > 0 {
 		w.Aside = append([]Aside{rag}, w.Aside...)
+	}
+	if code.Count > 0 {
+		w.Aside = append(w.Aside, code)
 	}
 	if aider.Count > 0 {
 		w.Aside = append(w.Aside, aider)

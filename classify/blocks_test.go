@@ -80,6 +80,8 @@ func TestWords(t *testing.T) {
 		{"Aider's context mode", "Add a retry to the upstream call\n\n\nNEVER RETURN CODE!\n", Words{Text: "Add a retry to the upstream call", Aside: []Aside{aside("Aider's rules", 1, 21)}}},
 		{"Open WebUI's retrieved context before the question", "### Task:\nRespond to the user query using the provided context, incorporating citations.\n\n<context>\n<source id=\"1\">Compare a and b.</source>\n</context>\n\nWhat is the deadline?",
 			Words{Text: "What is the deadline?", Aside: []Aside{aside("Open WebUI's retrieved context", 1, 151)}}},
+		{"Open WebUI's code interpreter prompt after the question", "What is 2+2?\n\n#### Tools Available\n\n1. **Code Interpreter**: `<code_interpreter type=\"code\" lang=\"python\"></code_interpreter>`\n   - You have access to a Python shell.",
+			Words{Text: "What is 2+2?", Aside: []Aside{aside("Open WebUI's code interpreter prompt", 1, 152)}}},
 		{"Open WebUI's template without its context is the user's", "### Task:\nRespond to the user query using the provided context, please.",
 			Words{Text: "### Task:\nRespond to the user query using the provided context, please."}},
 		{"a rules heading of the user's own", "# File editing rules: what are they?", Words{Text: "# File editing rules: what are they?"}},
@@ -364,7 +366,7 @@ func FuzzWords(f *testing.F) {
 		}
 		// Without wrappers, AGENTS.md and tool results, the words are what
 		// the slow reference leaves, up to how pieces are joined.
-		if strings.Contains(s, "AGENTS.md") || strings.HasPrefix(strings.TrimSpace(s), "[") || aiderRulesAt(s) >= 0 || strings.HasPrefix(strings.TrimSpace(s), owuiRAGOpening) {
+		if strings.Contains(s, "AGENTS.md") || strings.HasPrefix(strings.TrimSpace(s), "[") || aiderRulesAt(s) >= 0 || strings.HasPrefix(strings.TrimSpace(s), owuiRAGOpening) || strings.Contains(s, owuiCodeHeading) {
 			return
 		}
 		for _, name := range unwrapBlocks {

@@ -243,7 +243,7 @@ func partsReason(n int, name string) string {
 // appendAsideName writes a tag name in its brackets; the names of whole
 // messages ("AGENTS.md", "tool result") and of parts as they are.
 func appendAsideName(b []byte, name string) []byte {
-	if name == agentsMDName || name == toolResultName || name == aiderName || name == owuiRAGName || name == imagePartName || name == filePartName || name == attachedName {
+	if name == agentsMDName || name == toolResultName || name == aiderName || name == owuiRAGName || name == owuiCodeName || name == imagePartName || name == filePartName || name == attachedName {
 		return append(b, name...)
 	}
 	b = append(b, '<')

@@ -187,6 +187,9 @@ func TestAgentClientsClassified(t *testing.T) {
 		// words are judged, the context set aside.
 		{"open-webui-rag-trivial.json", chain.ModeSimple, []string{`text judged: "What is the deadline?"`, "ignored 1 Open WebUI's retrieved context block, 1.7 KB"}},
 		{"open-webui-rag-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 Open WebUI's retrieved context block, 1.7 KB"}},
+		// A chat with the code interpreter on (function calling not
+		// native): its prompt appended to the user's words.
+		{"open-webui-code-interpreter.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 Open WebUI's code interpreter prompt block, 687 B"}},
 		// Its tool selection (function calling "Default"): the template
 		// with the tools as the system message, the user's question after
 		// "Query: " in the user message. Simple, though the question is
