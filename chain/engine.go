@@ -350,24 +350,56 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 // classifier judged when it ran, and whether the request is a client's
 // own (background) one.
 func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []string, judged string, background bool) {
-	switch {
-	case route.Node != "":
+	if route.Node != "" {
 		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}, "", false
-	case route.Mode != "":
-		return route.Mode, []string{"forced by model " + req.Model}, "", false
-	case req.ForcedMode != "":
-		return req.ForcedMode, []string{"forced by header X-Chain-Mode"}, "", false
 	}
-	if len(req.Messages) > 0 && req.Messages[0].Role == "system" {
-		// A client's own request known by its system message: its user
-		// message holds the user's words, which are not what it asks.
-		if name := classify.BackgroundSystem(req.Messages[0].Content); name != "" {
+	forced, why := route.Mode, "forced by model "+req.Model
+	if forced == "" && req.ForcedMode != "" {
+		forced, why = req.ForcedMode, "forced by header X-Chain-Mode"
+	}
+	switch forced {
+	case ModeSimple:
+		return ModeSimple, []string{why}, "", false
+	case ModeReflexive:
+		// The chain the user chose for a chat is not forced on the
+		// client's own requests beside it (Open WebUI sends its titles to
+		// the chat's model): one node answers them, in the format the
+		// client parses.
+		if name := ownRequest(req.Messages); name != "" {
 			d := classify.BackgroundDecision(name)
-			return d.Mode, d.Reasons, "", true
+			return d.Mode, append(d.Reasons, why+": not for the client's own requests"), "", true
 		}
+		return ModeReflexive, []string{why}, "", false
+	}
+	// A client's own request known by its system message: its user
+	// message holds the user's words, which are not what it asks.
+	if name := systemRequest(req.Messages); name != "" {
+		d := classify.BackgroundDecision(name)
+		return d.Mode, d.Reasons, "", true
 	}
 	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
 	return d.Mode, d.Reasons, d.Text, d.Background != ""
+}
+
+// systemRequest names the client's own request msgs are by their system
+// message, or "".
+func systemRequest(msgs []Message) string {
+	if len(msgs) > 0 && msgs[0].Role == "system" {
+		return classify.BackgroundSystem(msgs[0].Content)
+	}
+	return ""
+}
+
+// ownRequest names the client's own request msgs are, by their system
+// message or their newest user message's opening, or "".
+func ownRequest(msgs []Message) string {
+	if name := systemRequest(msgs); name != "" {
+		return name
+	}
+	if m, ok := UserTexts(msgs)(); ok {
+		return classify.Background(m.Text)
+	}
+	return ""
 }
 
 // UserTexts returns a function that returns the user messages of msgs,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -563,6 +564,33 @@ func TestBackgroundRequestNoServerTools(t *testing.T) {
 	}
 	if n := len(reqs[titleCalls].Tools); n != 3 {
 		t.Errorf("the user's question was offered %d tools, want the 3 server tools", n)
+	}
+}
+
+// TestForcedChainNotForOwnRequests: a client's own request sent to
+// chain/reflexive (Open WebUI sends its titles to the chat's model) is
+// answered by one node, and the reasons say why the model's mode was not
+// applied; the user's own requests keep it.
+func TestForcedChainNotForOwnRequests(t *testing.T) {
+	h := newHarness(t, threeNodes)
+	title := "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Chat History:\n<chat_history>\nUSER: compare a and b\n</chat_history>"
+	res, _, err := h.run(t, chain.ModelReflexive, title)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"Open WebUI's title generation request: the client's own work, not the user's words",
+		"forced by model chain/reflexive: not for the client's own requests",
+	}
+	if res.Trace.Mode != chain.ModeSimple || len(res.Trace.Stages) != 1 || !slices.Equal(res.Trace.Reasons[:2], want) {
+		t.Errorf("mode %q, %d stages, reasons %q; want one node and %q", res.Trace.Mode, len(res.Trace.Stages), res.Trace.Reasons, want)
+	}
+	res, _, err = h.run(t, chain.ModelReflexive, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Trace.Mode != chain.ModeReflexive {
+		t.Errorf("the user's own request: mode %q, want the forced chain", res.Trace.Mode)
 	}
 }
 

@@ -116,6 +116,12 @@ func BackgroundSystem(system string) string {
 	return ""
 }
 
+// Background names the client's own request that a request's newest user
+// message opens (see backgroundRequests), or "": what Classify finds
+// first, for a caller that does not classify (a mode forced by the model
+// name).
+func Background(newest string) string { return background(newest) }
+
 // BackgroundDecision is the decision for the client's own request name:
 // simple, with the reason that names it.
 func BackgroundDecision(name string) Decision {

@@ -206,12 +206,21 @@ func TestOpenWebUIOllamaMode(t *testing.T) {
 // with the task prompt as the one user message, not streamed
 // (convert_payload_openai_to_ollama of backend/open_webui/utils/payload.py).
 // The chat they carry as history asks an analytical question; each is
-// still answered in simple mode, by one node.
+// still answered in simple mode, by one node, whether the chat's model is
+// chain/auto or chain/reflexive.
 func TestOpenWebUITasksOllamaMode(t *testing.T) {
 	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
-	for _, task := range []string{"title", "tags", "follow-ups", "queries", "autocomplete", "image-prompt", "emoji", "tool-selection"} {
-		f := filepath.Join("testdata", "agents", "open-webui-"+task+".json")
-		t.Run(task, func(t *testing.T) {
+	// The chat's model is the task model unless Open WebUI is told
+	// otherwise: chain/auto, or chain/reflexive for a user who always
+	// wants the chain.
+	for _, tc := range []struct{ model, task string }{
+		{"chain/auto:latest", "title"}, {"chain/auto:latest", "tags"}, {"chain/auto:latest", "follow-ups"},
+		{"chain/auto:latest", "queries"}, {"chain/auto:latest", "autocomplete"}, {"chain/auto:latest", "image-prompt"},
+		{"chain/auto:latest", "emoji"}, {"chain/auto:latest", "tool-selection"},
+		{"chain/reflexive:latest", "title"}, {"chain/reflexive:latest", "follow-ups"}, {"chain/reflexive:latest", "tool-selection"},
+	} {
+		f := filepath.Join("testdata", "agents", "open-webui-"+tc.task+".json")
+		t.Run(tc.model+"/"+tc.task, func(t *testing.T) {
 			var req struct {
 				Messages []map[string]any `json:"messages"`
 			}
@@ -219,7 +228,7 @@ func TestOpenWebUITasksOllamaMode(t *testing.T) {
 			if err != nil || json.Unmarshal(raw, &req) != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			body, _ := json.Marshal(map[string]any{"model": "chain/auto:latest", "messages": req.Messages, "stream": false})
+			body, _ := json.Marshal(map[string]any{"model": tc.model, "messages": req.Messages, "stream": false})
 			resp := s.post(t, "/api/chat", string(body))
 			out := readAll(t, resp.Body)
 			var answer struct {
