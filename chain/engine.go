@@ -359,6 +359,11 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 	}
 	switch forced {
 	case ModeSimple:
+		// Simple either way; a client's own request is still offered no
+		// server tools, and the trace names it.
+		if name := ownRequest(req.Messages); name != "" {
+			return ModeSimple, append([]string{why}, classify.BackgroundDecision(name).Reasons...), "", true
+		}
 		return ModeSimple, []string{why}, "", false
 	case ModeReflexive:
 		// The chain the user chose for a chat is not forced on the

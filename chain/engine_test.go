@@ -541,29 +541,34 @@ func TestDirectNodeIsAPlainRelay(t *testing.T) {
 
 // TestBackgroundRequestNoServerTools: a client's own request (here Open
 // WebUI's title) is answered in simple mode without the server's tools,
-// which chain/auto offers to the user's own simple questions.
+// which chain/auto and chain/simple offer to the user's own simple
+// questions.
 func TestBackgroundRequestNoServerTools(t *testing.T) {
-	h := newHarness(t, threeNodes)
-	title := "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Chat History:\n<chat_history>\nUSER: hi\n</chat_history>"
-	res, _, err := h.run(t, chain.ModelAuto, title)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Trace.Mode != chain.ModeSimple {
-		t.Fatalf("mode %q (%q)", res.Trace.Mode, res.Trace.Reasons)
-	}
-	titleCalls := len(h.nodes["OL1"].requests())
-	if _, _, err := h.run(t, chain.ModelAuto, "hi"); err != nil {
-		t.Fatal(err)
-	}
-	reqs := h.nodes["OL1"].requests()
-	for i, req := range reqs[:titleCalls] {
-		if len(req.Tools) != 0 {
-			t.Errorf("the title request's call %d was offered %d tools, want none", i, len(req.Tools))
-		}
-	}
-	if n := len(reqs[titleCalls].Tools); n != 3 {
-		t.Errorf("the user's question was offered %d tools, want the 3 server tools", n)
+	for _, model := range []string{chain.ModelAuto, chain.ModelSimple} {
+		t.Run(model, func(t *testing.T) {
+			h := newHarness(t, threeNodes)
+			title := "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Chat History:\n<chat_history>\nUSER: hi\n</chat_history>"
+			res, _, err := h.run(t, model, title)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Trace.Mode != chain.ModeSimple || !slices.Contains(res.Trace.Reasons, "Open WebUI's title generation request: the client's own work, not the user's words") {
+				t.Fatalf("mode %q, reasons %q", res.Trace.Mode, res.Trace.Reasons)
+			}
+			titleCalls := len(h.nodes["OL1"].requests())
+			if _, _, err := h.run(t, model, "hi"); err != nil {
+				t.Fatal(err)
+			}
+			reqs := h.nodes["OL1"].requests()
+			for i, req := range reqs[:titleCalls] {
+				if len(req.Tools) != 0 {
+					t.Errorf("the title request's call %d was offered %d tools, want none", i, len(req.Tools))
+				}
+			}
+			if n := len(reqs[titleCalls].Tools); n != 3 {
+				t.Errorf("the user's question was offered %d tools, want the 3 server tools", n)
+			}
+		})
 	}
 }
 
