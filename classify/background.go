@@ -70,6 +70,11 @@ var backgroundRequests = []struct{ opening, name string }{
 	// continuedev/continue at bac07196a22266fe8f0014aa4d31594e268773ca;
 	// earlier versions asked for "a short summary" after the same words).
 	{"Given the following... please reply with a ", "Continue's chat title"},
+	// Zed's thread title, asked after the conversation as an added user
+	// message (summarize_thread_prompt.txt, sent by Thread::summarize in
+	// zed-industries/zed's crates/agent; its sentences were once on one
+	// line, now on one line each).
+	{"Generate a concise 3-7 word title for this conversation, omitting punctuation.", "Zed's thread title"},
 	// LibreChat's conversation title, asked of the chat's model after the
 	// first answer, the chat below it as "User: …" and "AI: …" lines: its
 	// structured form (the title and the language, through a tool) and its

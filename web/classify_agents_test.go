@@ -201,6 +201,9 @@ func TestAgentClientsClassified(t *testing.T) {
 		{"librechat-title-completion.json", chain.ModeSimple, []string{"LibreChat's title generation request: the client's own work, not the user's words"}},
 		// Its chat title: a fixed prompt, then the user's first message.
 		{"continue-title.json", chain.ModeSimple, []string{"Continue's chat title request: the client's own work, not the user's words"}},
+		// Zed's thread title: the conversation, then its prompt as an
+		// added user message.
+		{"zed-title.json", chain.ModeSimple, []string{"Zed's thread title request: the client's own work, not the user's words"}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},
