@@ -347,8 +347,8 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 }
 
 // decide picks the mode and says why, with the user's words the
-// classifier judged when it ran, and whether the request is a client's
-// own (background) one.
+// classifier judged when it ran (or the name of a client's own request),
+// and whether the request is a client's own (background) one.
 func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []string, judged string, background bool) {
 	if route.Node != "" {
 		return ModeSimple, []string{"model " + req.Model + ": direct to node " + route.Node}, "", false
@@ -362,7 +362,7 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 		// Simple either way; a client's own request is still offered no
 		// server tools, and the trace names it.
 		if name := ownRequest(req.Messages); name != "" {
-			return ModeSimple, append([]string{why}, classify.BackgroundDecision(name).Reasons...), "", true
+			return ModeSimple, append([]string{why}, classify.BackgroundDecision(name).Reasons...), ownName(name), true
 		}
 		return ModeSimple, []string{why}, "", false
 	case ModeReflexive:
@@ -372,7 +372,7 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 		// client parses.
 		if name := ownRequest(req.Messages); name != "" {
 			d := classify.BackgroundDecision(name)
-			return d.Mode, append(d.Reasons, why+": not for the client's own requests"), "", true
+			return d.Mode, append(d.Reasons, why+": not for the client's own requests"), ownName(name), true
 		}
 		return ModeReflexive, []string{why}, "", false
 	}
@@ -380,11 +380,19 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 	// message holds the user's words, which are not what it asks.
 	if name := systemRequest(req.Messages); name != "" {
 		d := classify.BackgroundDecision(name)
-		return d.Mode, d.Reasons, "", true
+		return d.Mode, d.Reasons, ownName(name), true
 	}
 	d := e.classifier.Classify(UserTexts(req.Messages), req.Category)
-	return d.Mode, d.Reasons, d.Text, d.Background != ""
+	if d.Background != "" {
+		return d.Mode, d.Reasons, ownName(d.Background), true
+	}
+	return d.Mode, d.Reasons, d.Text, false
 }
+
+// ownName is what names a client's own request where the user's words
+// would (the traces list): its name, in brackets, since it is nobody's
+// words ("### Task:" is all the message's first line would say).
+func ownName(name string) string { return "(" + name + " request)" }
 
 // systemRequest names the client's own request msgs are by their system
 // message, or "".

@@ -548,12 +548,16 @@ func TestBackgroundRequestNoServerTools(t *testing.T) {
 		t.Run(model, func(t *testing.T) {
 			h := newHarness(t, threeNodes)
 			title := "### Task:\nGenerate a concise, 3-5 word title with an emoji summarizing the chat history.\n### Chat History:\n<chat_history>\nUSER: hi\n</chat_history>"
-			res, _, err := h.run(t, model, title)
+			res, events, err := h.run(t, model, title)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if res.Trace.Mode != chain.ModeSimple || !slices.Contains(res.Trace.Reasons, "Open WebUI's title generation request: the client's own work, not the user's words") {
 				t.Fatalf("mode %q, reasons %q", res.Trace.Mode, res.Trace.Reasons)
+			}
+			// The traces list names it, rather than by "### Task:".
+			if q := events[0].Question; events[0].Kind != chain.EventClassified || q != "(Open WebUI's title generation request)" {
+				t.Errorf("first event %v, question %q", events[0].Kind, q)
 			}
 			titleCalls := len(h.nodes["OL1"].requests())
 			if _, _, err := h.run(t, model, "hi"); err != nil {

@@ -26,8 +26,8 @@ type Event struct {
 	MaxTurns int
 	Tools    bool
 	// Mode and Reasons describe the classification; Question is the
-	// user's words the classifier judged ("" when it did not run: a
-	// relay, a forced mode).
+	// user's words the classifier judged, or a client's own request's
+	// name in brackets ("" when neither: a relay, a forced mode).
 	Mode     string
 	Reasons  []string
 	Question string

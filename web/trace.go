@@ -44,7 +44,9 @@ type traceSummary struct {
 	TraceID string `json:"trace_id"`
 	// Started is when the chain started, in Unix milliseconds.
 	Started int64 `json:"started"`
-	// Question is the first line of the user's last message.
+	// Question names the request: the first line of the user's words
+	// the classifier judged, or of a client's own request's name, else of
+	// the user's last message.
 	Question string       `json:"question"`
 	Mode     string       `json:"mode"`
 	Stages   []stageBadge `json:"stages"`
