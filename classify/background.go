@@ -59,6 +59,13 @@ var backgroundRequests = []struct{ opening, name string }{
 	// request (summarizeConversation of src/core/condense/index.ts in
 	// RooCodeInc/Roo-Code at e5353cf0adbf704e2007de00c0b42bf7f0c815f9).
 	{"Summarize the conversation so far, as described in the prompt instructions.", "Roo Code's context condensing"},
+	// OpenHands' condensation, once the history outgrows its condenser's
+	// window: one user message, the prompt, the previous summary and the
+	// events to forget (LLMSummarizingCondenser of
+	// openhands/memory/condenser/impl/llm_summarizing_condenser.py in
+	// All-Hands-AI/OpenHands at 396b2c9faab6dd078a5e8529afa959f329c94389;
+	// its structured condenser says "an interactive software agent").
+	{"You are maintaining a context-aware state summary for an interactive ", "OpenHands' condensation"},
 	// Codex CLI's compaction with a provider other than OpenAI's (which
 	// compacts on its own servers): the conversation, then this prompt as
 	// a user message (SUMMARIZATION_PROMPT of codex-rs core/src/compact.rs,

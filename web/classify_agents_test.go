@@ -204,6 +204,9 @@ func TestAgentClientsClassified(t *testing.T) {
 		// Zed's thread title: the conversation, then its prompt as an
 		// added user message.
 		{"zed-title.json", chain.ModeSimple, []string{"Zed's thread title request: the client's own work, not the user's words"}},
+		// OpenHands' condensation: its prompt and the events to forget,
+		// the user's analytical request among them, as one user message.
+		{"openhands-condense.json", chain.ModeSimple, []string{"OpenHands' condensation request: the client's own work, not the user's words"}},
 		// Cursor-style: the editor's context, then <user_query>.
 		{"cursor-trivial.json", chain.ModeSimple, []string{quote(trivialQuestion), "ignored 1 <user_info> block, 155 B"}},
 		{"cursor-analytical.json", chain.ModeReflexive, []string{quote(analyticalQuestion), "ignored 1 <user_info> block, 155 B"}},
