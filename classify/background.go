@@ -128,24 +128,21 @@ func BackgroundSystem(system string) string {
 	return ""
 }
 
-// Background names the client's own request that a request's newest user
-// message opens (see backgroundRequests), or "": what Classify finds
-// first, for a caller that does not classify (a mode forced by the model
-// name).
-func Background(newest string) string { return background(newest) }
-
 // BackgroundDecision is the decision for the client's own request name:
 // simple, with the reason that names it.
 func BackgroundDecision(name string) Decision {
 	return Decision{Mode: ModeSimple, Reasons: []string{name + " request: the client's own work, not the user's words"}, Background: name}
 }
 
-// background names the background request text opens, or "".
+// Background names the client's own request that a request's newest user
+// message, text, opens (see backgroundRequests), or "": what Classify
+// finds first, and what a caller that does not classify (a mode forced by
+// the model name) asks.
 //
 // The newest user message of every classified request is tested: the
 // first byte is compared before the whole opening, which rules out nearly
 // every entry without a call to the runtime's memequal.
-func background(text string) string {
+func Background(text string) string {
 	for _, r := range backgroundRequests {
 		if len(text) >= len(r.opening) && text[0] == r.opening[0] && text[:len(r.opening)] == r.opening {
 			return r.name

@@ -211,7 +211,7 @@ func (b *Blocks) Words(content string) Words {
 			s = strings.TrimSpace(s[end:])
 		}
 	}
-	if i := strings.Index(s, owuiCodeHeading); i >= 0 {
+	if i := owuiCodeAt(s); i >= 0 {
 		code = Aside{Name: owuiCodeName, Count: 1, Bytes: len(s) - i}
 		s = strings.TrimSpace(s[:i])
 	}
@@ -232,13 +232,25 @@ func (b *Blocks) Words(content string) Words {
 	return w
 }
 
-// aiderTail bounds how far from the end of a message Aider's rules are
-// looked for: they end it, and the longest is under 3 KB.
-const aiderTail = 8 << 10
+// appendedTail bounds how far from the end of a message the prompts
+// clients append to the user's words are looked for (Aider's rules, the
+// longest under 3 KB; Open WebUI's code interpreter prompt, about 3 KB):
+// they end it, so a long message costs no scan from its start.
+const appendedTail = 8 << 10
+
+// owuiCodeAt returns where Open WebUI's code interpreter prompt starts in
+// s, or -1.
+func owuiCodeAt(s string) int {
+	from := max(0, len(s)-appendedTail)
+	if i := strings.Index(s[from:], owuiCodeHeading); i >= 0 {
+		return from + i
+	}
+	return -1
+}
 
 // aiderRulesAt returns where Aider's rules start in s, or -1.
 func aiderRulesAt(s string) int {
-	for i := max(0, len(s)-aiderTail); ; {
+	for i := max(0, len(s)-appendedTail); ; {
 		j := strings.Index(s[i:], "\n\n")
 		if j < 0 {
 			return -1

@@ -54,7 +54,7 @@ func (b *Blocks) Judge(next func() (UserMessage, bool)) Judged {
 			return j
 		}
 		if first {
-			if j.Background = background(m.Text); j.Background != "" {
+			if j.Background = Background(m.Text); j.Background != "" {
 				return j
 			}
 		}

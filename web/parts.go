@@ -83,10 +83,10 @@ func absent(raw json.RawMessage) bool {
 // (Continue sends each @-mention as a text part before the user's own),
 // which classification sets aside.
 func contentParts(raw json.RawMessage, where place, parts bool) (text string, out []chain.Part, lead int, err error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if absent(raw) {
 		return "", nil, 0, nil
 	}
+	raw = bytes.TrimSpace(raw)
 	switch raw[0] {
 	case '"':
 		if s, ok := plainString(raw); ok {
