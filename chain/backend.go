@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -231,6 +232,27 @@ type UpstreamError struct {
 	// base_url is wrong (a 404 on the API's own path); Hint says what to
 	// change. Both go into the message.
 	URL, Hint string
+	// RetryAfter is how long the upstream asked to be left alone, from
+	// the Retry-After of its 429 (OpenAI, OpenRouter, Groq and vLLM's
+	// rate limiters send one): the client is told the same, so that its
+	// retries wait as long and no longer.
+	RetryAfter time.Duration
+}
+
+// RetryAfter reads a Retry-After header as seconds or an HTTP date (RFC
+// 9110, section 10.2.3); zero when it is absent, malformed or past.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 func (e *UpstreamError) Error() string {

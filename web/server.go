@@ -226,8 +226,14 @@ func (s *Server) fail(c *gin.Context, err error) {
 		return
 	}
 	var qe *chain.QueueFullError
-	if errors.As(err, &qe) {
+	var ue *chain.UpstreamError
+	switch {
+	case errors.As(err, &qe):
 		c.Header("Retry-After", itoa(int(qe.RetryAfter/time.Second)))
+	case status == http.StatusTooManyRequests && errors.As(err, &ue) && ue.RetryAfter > 0:
+		// The node's rate limit, passed on: a client that retried at
+		// once would only be refused again.
+		c.Header("Retry-After", itoa(int((ue.RetryAfter+time.Second-1)/time.Second)))
 	}
 	if fl := asFailure(err); fl != nil && fl.Trace.Mode != "" {
 		c.Header("X-Chain-Mode", fl.Trace.Mode)

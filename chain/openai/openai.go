@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	gojson "github.com/goccy/go-json"
 	goopenai "github.com/sashabaranov/go-openai"
@@ -155,7 +156,8 @@ func (b *Backend) post(ctx context.Context, creq *chatRequest) (*http.Response, 
 	if msg == "" {
 		msg = resp.Status
 	}
-	return nil, b.wrongPath(&chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg}, "/chat/completions")
+	return nil, b.wrongPath(&chain.UpstreamError{Node: b.node.Name, Kind: chain.KindStatus, Status: resp.StatusCode, Message: msg,
+		RetryAfter: chain.RetryAfter(resp.Header, time.Now())}, "/chat/completions")
 }
 
 // errorMessage finds the message of an error body: OpenAI's
