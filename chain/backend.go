@@ -124,7 +124,7 @@ type Request struct {
 	// call's arguments: at most MaxArgsBytes+1 bytes, so that a call over
 	// the cap (tools.max_args_bytes) is known by its length and refused.
 	MaxArgsBytes int
-	// MaxCallsBytes, when positive, caps the arguments of all the
+	// MaxCallsBytes, when positive, caps the arguments, IDs and names of all the
 	// answer's tool calls together (nodes[].max_output_bytes): a call
 	// that would go past it is dropped, and the backend reads no more.
 	MaxCallsBytes int

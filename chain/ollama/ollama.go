@@ -399,10 +399,10 @@ type Stream struct {
 	// MaxArgs, when positive, keeps at most MaxArgs+1 bytes of a call's
 	// arguments (see chain.Request.MaxArgsBytes).
 	MaxArgs int
-	// MaxCallsBytes, when positive, caps the arguments of all the calls
-	// together: calls that would go past it are dropped.
+	// MaxCallsBytes, when positive, caps the arguments, IDs and names of
+	// all the calls together: calls that would go past it are dropped.
 	MaxCallsBytes int
-	// total counts the arguments kept.
+	// total counts the bytes of the calls kept.
 	total int
 	think chain.ThinkSplitter
 	calls []chain.ToolCall
@@ -427,10 +427,13 @@ func (s *Stream) Add(resp *api.ChatResponse) chain.Chunk {
 		if s.MaxArgs > 0 && len(c.Arguments) > s.MaxArgs+1 {
 			c.Arguments = c.Arguments[:s.MaxArgs+1]
 		}
-		if s.MaxCallsBytes > 0 && s.total+len(c.Arguments) > s.MaxCallsBytes {
+		// The ID and the name count with the arguments: a hostile
+		// server can make them as long.
+		size := len(c.ID) + len(c.Name) + len(c.Arguments)
+		if s.MaxCallsBytes > 0 && s.total+size > s.MaxCallsBytes {
 			break
 		}
-		s.total += len(c.Arguments)
+		s.total += size
 		s.calls = append(s.calls, c)
 	}
 	if !resp.Done {

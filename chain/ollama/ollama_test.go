@@ -574,3 +574,24 @@ func TestToChatRequestImages(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamNamesCountAsCalls: a hostile server's tool calls cost the proxy
+// no more than MaxCallsBytes, however long their names and IDs.
+func TestStreamNamesCountAsCalls(t *testing.T) {
+	const limit = 4 << 10
+	long := strings.Repeat("n", 1<<10)
+	s := Stream{MaxCallsBytes: limit}
+	for i := range 64 {
+		s.Add(&api.ChatResponse{Message: api.Message{ToolCalls: []api.ToolCall{
+			{ID: fmt.Sprintf("%s%d", long, i), Function: api.ToolCallFunction{Name: long, Arguments: ToArguments(`{}`)}},
+		}}})
+	}
+	c := s.Add(&api.ChatResponse{Done: true})
+	held := 0
+	for _, tc := range c.ToolCalls {
+		held += len(tc.ID) + len(tc.Name) + len(tc.Arguments)
+	}
+	if held > limit {
+		t.Errorf("calls hold %d bytes, want at most %d", held, limit)
+	}
+}

@@ -22,6 +22,11 @@ type modelList struct {
 		// MaxModelLen is vLLM's window for the model.
 		MaxModelLen int `json:"max_model_len"`
 	} `json:"data"`
+	// Error is LM Studio's answer, with status 200, on a path it does not
+	// serve (lmstudio-ai/lmstudio-bug-tracker#618): a base_url without
+	// /v1, which lists no model and would pass for a server that lists
+	// none.
+	Error json.RawMessage `json:"error"`
 }
 
 // Describe looks the node's model up in GET /v1/models. A server that lists
@@ -54,6 +59,9 @@ func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
 	}
 	var list modelList
 	if json.Unmarshal(data, &list) != nil || len(list.Data) == 0 {
+		if msg := eventErrorMessage(list.Error); msg != "" {
+			return chain.ModelInfo{}, &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg}
+		}
 		return chain.ModelInfo{}, nil
 	}
 	for _, m := range list.Data {

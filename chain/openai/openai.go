@@ -230,6 +230,9 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, req *chain.Req
 			}
 			return chain.TransportError(ctx, b.node.Name, err)
 		}
+		if r.erred {
+			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: errorMessage(data)}
+		}
 		if string(data) == "[DONE]" {
 			// Read the little that follows (a blank line and the end of
 			// the chunked body) so that the connection goes back to the
@@ -331,11 +334,11 @@ type Stream struct {
 	// bytes: a call over MaxArgs is known by its length (see
 	// chain.Request.MaxArgsBytes) and nothing more of it is held.
 	MaxArgs int
-	// MaxCallsBytes, when positive, caps the arguments of all the calls
-	// together: the call that would go past it is dropped.
+	// MaxCallsBytes, when positive, caps the arguments, IDs and names of
+	// all the calls together: the call that would go past it is dropped.
 	MaxCallsBytes int
-	// over is set once a call went past a cap; total counts the
-	// arguments kept.
+	// over is set once a call went past a cap; total counts the bytes
+	// of the calls kept.
 	over   bool
 	total  int
 	think  chain.ThinkSplitter
@@ -453,16 +456,11 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 		for _, td := range d.ToolCalls {
 			pc := s.call(td.Index, td.ID)
 			if pc == nil {
-				return chain.Chunk{}, fmt.Errorf("tool call index %d out of range", *td.Index)
-			}
-			if pc.id == "" {
-				pc.id = td.ID
+				return chain.Chunk{}, fmt.Errorf("tool call index %d out of range, or more than %d calls", *td.Index, maxToolCalls)
 			}
 			// The name comes whole in the first fragment; some servers
 			// repeat it in later ones.
-			if pc.name == "" {
-				pc.name = td.Function.Name
-			}
+			s.name(pc, td.ID, td.Function.Name)
 			s.addArgs(pc, td.Function.Arguments)
 		}
 		if ch.FinishReason != "" {
@@ -486,26 +484,46 @@ func (s *Stream) decode(data []byte, sc *streamChunk, model *string) bool {
 	return ok
 }
 
+// name sets pc's ID and name where it has none yet.
+func (s *Stream) name(pc *pendingCall, id, name string) {
+	if pc.id == "" && id != "" && s.fits(pc, len(id)) {
+		pc.id = id
+	}
+	if pc.name == "" && name != "" && s.fits(pc, len(name)) {
+		pc.name = name
+	}
+}
+
 // addArgs appends a fragment of arguments to pc, up to MaxArgs+1 bytes,
 // and drops pc when the calls together would go past MaxCallsBytes.
 func (s *Stream) addArgs(pc *pendingCall, frag string) {
-	if pc.dropped {
-		return
-	}
-	if s.MaxArgs > 0 {
+	if s.MaxArgs > 0 && !pc.dropped {
 		if room := s.MaxArgs + 1 - pc.args.Len(); len(frag) >= room {
 			frag = frag[:room]
 			s.over = true
 		}
 	}
-	if s.MaxCallsBytes > 0 && s.total+len(frag) > s.MaxCallsBytes {
-		s.total -= pc.args.Len()
-		pc.dropped, pc.args = true, strings.Builder{}
-		s.over = true
-		return
+	if s.fits(pc, len(frag)) {
+		pc.args.WriteString(frag)
 	}
-	s.total += len(frag)
-	pc.args.WriteString(frag)
+}
+
+// fits counts n more bytes of pc against MaxCallsBytes, and reports
+// whether pc may hold them: past the cap, pc is dropped and what it held
+// is let go. IDs and names count with the arguments, since a hostile
+// upstream can make them as long.
+func (s *Stream) fits(pc *pendingCall, n int) bool {
+	if pc.dropped {
+		return false
+	}
+	if s.MaxCallsBytes > 0 && s.total+n > s.MaxCallsBytes {
+		s.total -= pc.args.Len() + len(pc.id) + len(pc.name)
+		pc.dropped, pc.args, pc.id, pc.name = true, strings.Builder{}, "", ""
+		s.over = true
+		return false
+	}
+	s.total += n
+	return true
 }
 
 // call finds or makes the call a fragment belongs to. Fragments without an
@@ -516,10 +534,20 @@ func (s *Stream) call(index *int, id string) *pendingCall {
 		if *index < 0 || *index >= maxToolCalls {
 			return nil
 		}
-		for _, pc := range s.calls {
-			if pc.index == *index {
-				return pc
+		// The last call at the index, unless the fragment names another
+		// ID: Ollama's /v1 gives every call of a batch index 0, each
+		// whole with its own ID (ollama/ollama#15457), and merged, two
+		// calls would be one with both arguments end to end.
+		for i := len(s.calls) - 1; i >= 0; i-- {
+			if pc := s.calls[i]; pc.index == *index {
+				if id == "" || pc.id == "" || pc.id == id {
+					return pc
+				}
+				break
 			}
+		}
+		if len(s.calls) >= maxToolCalls {
+			return nil
 		}
 		pc := &pendingCall{index: *index}
 		s.calls = append(s.calls, pc)
@@ -551,7 +579,8 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	}
 	var c chain.Chunk
 	c.Content, c.Reasoning = s.think.Flush()
-	slices.SortFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
+	// Stable: calls that share an index (call) keep the order they came in.
+	slices.SortStableFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
 	for _, pc := range s.calls {
 		if pc.dropped {
 			continue
@@ -583,6 +612,11 @@ type wholeResponse struct {
 		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *chain.Usage `json:"usage"`
+	// Error is set by an answer without choices that reports a failure
+	// with status 200: OpenRouter's, once the model has started
+	// (https://openrouter.ai/docs/errors), or LM Studio's on a path it
+	// does not serve (a base_url without /v1).
+	Error json.RawMessage `json:"error"`
 }
 
 // readWhole reads an unstreamed answer to req and delivers it as the chunks
@@ -609,8 +643,11 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 		var wr wholeResponse
 		if err := gojson.Unmarshal(data, &wr); err != nil || len(wr.Choices) == 0 {
 			msg := "answer without choices"
-			if err != nil {
+			switch {
+			case err != nil:
 				msg = "decode answer: " + err.Error()
+			case eventErrorMessage(wr.Error) != "":
+				msg = eventErrorMessage(wr.Error)
 			}
 			return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: msg, Err: err}
 		}
@@ -623,7 +660,8 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 		}
 	}
 	for i, tc := range m.ToolCalls {
-		pc := &pendingCall{index: i, id: tc.ID, name: tc.Function.Name}
+		pc := &pendingCall{index: i}
+		st.name(pc, tc.ID, tc.Function.Name)
 		st.addArgs(pc, tc.Function.Arguments)
 		st.calls = append(st.calls, pc)
 	}

@@ -17,9 +17,12 @@ var errEventTooLarge = errors.New("stream event larger than 16 MiB")
 // sseReader reads the data of server-sent events, as the HTML standard
 // defines them: "data:" lines (one optional space after the colon) joined
 // with newlines, an event ending at a blank line; comments, "event:", "id:"
-// and "retry:" lines are skipped. It is go-openai's stream reader without
-// its per-line regular expressions, which cost more than decoding the
-// chunk.
+// and "retry:" lines are skipped. "error:" lines, which the standard does
+// not know, are read as data too and mark their event (erred):
+// llama.cpp's server sent its errors that way (ggml-org/llama.cpp 15ae7dd,
+// examples/server/utils.hpp server_sent_event), and skipped, their message
+// was lost. It is go-openai's stream reader without its per-line regular
+// expressions, which cost more than decoding the chunk.
 //
 // It buffers the body itself rather than through a bufio.Reader, so that a
 // stream that waits for its model holds a small buffer: a slow stream's
@@ -38,6 +41,7 @@ type sseReader struct {
 	err   error          // the body's error, returned once buf[r:w] is used up
 	long  []byte         // a line longer than big
 	data  []byte
+	erred bool // the last event next returned came in "error:" lines
 	small [smallSize]byte
 }
 
@@ -70,7 +74,7 @@ func newSSEReader(body io.Reader) *sseReader {
 
 func (r *sseReader) release() {
 	r.dropBig()
-	r.body, r.buf, r.r, r.w, r.n, r.err = nil, nil, 0, 0, 0, nil
+	r.body, r.buf, r.r, r.w, r.n, r.err, r.erred = nil, nil, 0, 0, 0, nil, false
 	if cap(r.long) > 64<<10 {
 		r.long = nil
 	}
@@ -93,6 +97,7 @@ func (r *sseReader) dropBig() {
 // line after is returned.
 func (r *sseReader) next() ([]byte, error) {
 	r.data = r.data[:0]
+	r.erred = false
 	has := false
 	for {
 		line, err := r.line()
@@ -110,7 +115,10 @@ func (r *sseReader) next() ([]byte, error) {
 		}
 		value, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
-			continue
+			if value, ok = bytes.CutPrefix(line, []byte("error:")); !ok {
+				continue
+			}
+			r.erred = true
 		}
 		if len(value) > 0 && value[0] == ' ' {
 			value = value[1:]

@@ -249,3 +249,32 @@ func TestChatErrorEventAsString(t *testing.T) {
 		t.Errorf("Chat() error = %#v, want a protocol error with the upstream's message", err)
 	}
 }
+
+func TestSSEReaderErrorField(t *testing.T) {
+	// llama.cpp's server sent a failure as an "error:" field, then
+	// "data: [DONE]" (ggml-org/llama.cpp 15ae7dd, server_sent_event).
+	type event struct {
+		data   string
+		failed bool
+	}
+	body := "data: {\"a\":1}\n\n" +
+		"error: {\"code\":500,\"message\":\"boom\",\"type\":\"server_error\"}\n\n" +
+		"data: [DONE]\n\n"
+	want := []event{{`{"a":1}`, false}, {`{"code":500,"message":"boom","type":"server_error"}`, true}, {"[DONE]", false}}
+	r := newSSEReader(iotest.OneByteReader(strings.NewReader(body)))
+	defer r.release()
+	var got []event
+	for {
+		data, err := r.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, event{string(data), r.erred})
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(event{})); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}

@@ -76,8 +76,24 @@ type Reply struct {
 	ErrorCode string
 	// StreamError ends the stream after the deltas with a
 	// data: {"error": …} event, as OpenAI and Azure do on a failure
-	// mid-generation.
+	// mid-generation. An unstreamed answer gets it as a 500, or as a 200
+	// with ErrorIn200.
 	StreamError string
+	// ErrorField sends StreamError as llama.cpp's server did before it
+	// moved to data: events (ggml-org/llama.cpp 15ae7dd,
+	// examples/server/utils.hpp server_sent_event(sink, "error", …)): an
+	// "error:" field, which is no field of the SSE standard, holding
+	// llama.cpp's error object, then "data: [DONE]".
+	ErrorField bool
+	// ErrorIn200 answers an unstreamed request's StreamError with status
+	// 200 and the error body, as OpenRouter does for an error once the
+	// model has started (https://openrouter.ai/docs/errors).
+	ErrorIn200 bool
+	// SameIndex sends each tool call whole in one delta, every one with
+	// index 0 and its own id, as Ollama's /v1 does (openai/openai.go
+	// toToolCalls copies the call's index, which its parsers leave at 0:
+	// ollama/ollama#15457).
+	SameIndex bool
 	// Hang blocks after the deltas until the client goes away; Canceled
 	// then reports it.
 	Hang bool
@@ -393,6 +409,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id string, req o
 		// Abort the response: the connection closes without the final
 		// zero-length chunk, as when an upstream process dies.
 		panic(http.ErrAbortHandler)
+	case reply.StreamError != "" && reply.ErrorField:
+		b, _ := json.Marshal(map[string]any{"code": http.StatusInternalServerError, "message": reply.StreamError, "type": "server_error"})
+		fmt.Fprintf(w, "error: %s\n\n", b)
+		event([]byte("[DONE]"))
+		return
 	case reply.StreamError != "":
 		b, _ := json.Marshal(errorBody(reply.StreamError, "server_error", ""))
 		event(b)
@@ -427,6 +448,10 @@ func toolFragments(reply Reply) []toolDelta {
 		id := tc.ID
 		if id == "" {
 			id = fmt.Sprintf("call_%d", i)
+		}
+		if reply.SameIndex {
+			perCall[i] = []toolDelta{{ID: id, Type: "function", Function: fnDelta{Name: tc.Name, Arguments: tc.Arguments}}}
+			continue
 		}
 		perCall[i] = append(perCall[i], toolDelta{Index: i, ID: id, Type: "function", Function: fnDelta{Name: tc.Name}})
 		for _, piece := range cut(tc.Arguments, n) {
@@ -490,6 +515,9 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, id, model string,
 		return
 	case reply.Cut:
 		panic(http.ErrAbortHandler)
+	case reply.StreamError != "" && reply.ErrorIn200:
+		writeJSON(w, http.StatusOK, errorBody(reply.StreamError, "server_error", ""))
+		return
 	case reply.StreamError != "":
 		writeError(w, http.StatusInternalServerError, reply.StreamError, "server_error", "")
 		return

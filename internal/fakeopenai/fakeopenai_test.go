@@ -160,3 +160,55 @@ func TestCutEndsWithoutDone(t *testing.T) {
 		t.Errorf("cut stream %q contains [DONE]", body)
 	}
 }
+
+func TestQuirkWireFormats(t *testing.T) {
+	const streamReq = `{"model":"m","stream":true,"messages":[]}`
+	tests := []struct {
+		name  string
+		reply Reply
+		req   string
+		want  []string // lines of the body after the role chunk
+	}{
+		{
+			"llama.cpp error field",
+			Reply{StreamError: "boom", ErrorField: true}, streamReq,
+			[]string{`error: {"code":500,"message":"boom","type":"server_error"}`, "", "data: [DONE]", ""},
+		},
+		{
+			"Ollama's calls at one index",
+			Reply{SameIndex: true, ToolCalls: []ToolCall{{ID: "call_a", Name: "f", Arguments: `{}`}, {ID: "call_b", Name: "g", Arguments: `{"x":1}`}}}, streamReq,
+			[]string{
+				`data: {"id":"chatcmpl-fake0","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"f","arguments":"{}"}}]},"logprobs":null,"finish_reason":null}]}`, "",
+				`data: {"id":"chatcmpl-fake0","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_b","type":"function","function":{"name":"g","arguments":"{\"x\":1}"}}]},"logprobs":null,"finish_reason":null}]}`, "",
+				`data: {"id":"chatcmpl-fake0","object":"chat.completion.chunk","created":1735689600,"model":"m","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}]}`, "",
+				"data: [DONE]", "",
+			},
+		},
+		{
+			"OpenRouter error in a 200",
+			Reply{StreamError: "Provider returned error", ErrorIn200: true}, `{"model":"m","messages":[]}`,
+			[]string{`{"error":{"code":null,"message":"Provider returned error","param":null,"type":"server_error"}}`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := New(t, tc.reply)
+			resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(tc.req))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("status = %d, want 200", resp.StatusCode)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(body), "\n"), "\n")
+			if strings.HasPrefix(lines[0], "data: ") {
+				lines = lines[2:] // the role chunk and its blank line
+			}
+			if diff := cmp.Diff(tc.want, lines); diff != "" {
+				t.Errorf("body lines (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
