@@ -98,6 +98,13 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// overflow is an error the proxy sees and fits again (chain's
 	// ContextOverflow).
 	creq.Truncate = &noTruncate
+	// Nor may the answer push the prompt out: by default Ollama, once
+	// prompt and answer fill the window, drops the older half of the
+	// prompt and goes on (v0.17.4 runner/ollamarunner, ShiftCacheSlot),
+	// the question among what the model no longer sees. Without the
+	// shift the answer ends there, done_reason "length", which the
+	// client is told.
+	creq.Shift = &noShift
 	if b.node.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
@@ -126,7 +133,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	return nil
 }
 
-var noTruncate = false
+var noTruncate, noShift = false, false
 
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20

@@ -214,6 +214,8 @@ func TestChatRequestMapping(t *testing.T) {
 		"stream": true,
 		// An overflow must be an error the proxy sees, never a silent cut.
 		"truncate": false,
+		// Nor may the answer push the prompt out of the window.
+		"shift": false,
 		"messages": []any{
 			map[string]any{"role": "system", "content": "Be brief."},
 			map[string]any{"role": "user", "content": "List the folder."},

@@ -221,3 +221,51 @@ func TestContextFits(t *testing.T) {
 		t.Fatalf("no tool result shortened: %+v", tr.Stages[0].Context)
 	}
 }
+
+// noShiftConfig is a proxy whose node runs the tiny model in a 512-token
+// window; the random-weight model never stops on its own.
+const noShiftConfig = `
+nodes:
+  - {name: small, provider: ollama, base_url: %[1]s, model: tiny-ctx, timeout: 2m, context_window: 512}
+chain:
+  stages: [{node: small, max_turns: 1}]
+  simple_node: small
+`
+
+// TestNoShift: an answer that fills the node's window ends there with
+// finish_reason "length". Ollama's default (shift, v0.17.4 server/routes.go)
+// would drop the oldest half of the prompt and go on generating, the
+// question among what the model no longer sees, with no word to anyone.
+func TestNoShift(t *testing.T) {
+	f := setup(t)
+	if err := f.ollama.Create("tiny-ctx", filepath.Join(f.dir, "tiny.gguf"), realollama.ToolsTemplate); err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, f, fmt.Sprintf(noShiftConfig, f.ollama.URL))
+	status, _, out := post(t, proxy, map[string]any{"model": "chain/simple", "temperature": 1, "seed": 3,
+		"messages": []map[string]any{{"role": "user", "content": "Write a long story."}}})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, out)
+	}
+	var answer struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		}
+		Usage struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		}
+	}
+	if err := json.Unmarshal(out, &answer); err != nil || len(answer.Choices) != 1 {
+		t.Fatalf("answer %s: %v", out, err)
+	}
+	t.Logf("finish_reason %q, usage %+v", answer.Choices[0].FinishReason, answer.Usage)
+	if answer.Choices[0].FinishReason != "length" {
+		t.Errorf("finish_reason %q, want length", answer.Choices[0].FinishReason)
+	}
+	// Ollama counts the token it sampled last, which never went into the
+	// window: one more than it holds.
+	if n := answer.Usage.PromptTokens + answer.Usage.CompletionTokens; n > 512+1 {
+		t.Errorf("prompt and answer hold %d tokens: the window (512) was shifted", n)
+	}
+}
