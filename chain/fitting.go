@@ -61,7 +61,11 @@ func (e *WindowError) Error() string {
 // contextOverflow reports whether err is an upstream refusing a prompt as
 // longer than its window: Ollama with truncate false ("the input length
 // exceeds the context length"), OpenAI and vLLM ("context_length_exceeded",
-// "maximum context length is …").
+// "maximum context length is …"), llama-server ("the request exceeds the
+// available context size", "request (N tokens) exceeds the available
+// context size (M tokens)", "input is larger than the max context size":
+// its exceed_context_size_error, whose type its body carries apart from
+// the message).
 func contextOverflow(err error) (string, bool) {
 	if err == nil {
 		// The common case, without the allocation errors.As costs.
@@ -76,7 +80,8 @@ func contextOverflow(err error) (string, bool) {
 		msg = strings.ToLower(ue.Err.Error())
 	}
 	if strings.Contains(msg, "exceeds the context length") || strings.Contains(msg, "context_length_exceeded") ||
-		strings.Contains(msg, "maximum context length") || strings.Contains(msg, "context window") && strings.Contains(msg, "exceed") {
+		strings.Contains(msg, "maximum context length") || strings.Contains(msg, "context window") && strings.Contains(msg, "exceed") ||
+		strings.Contains(msg, "available context size") || strings.Contains(msg, "max context size") {
 		return ue.Message, true
 	}
 	return "", false
