@@ -76,13 +76,20 @@ type Input struct {
 	Tighten float64
 }
 
-// budget is what the prompt may weigh, in characters.
-func (in *Input) budget() int {
+// Budget is what the prompt's messages may weigh, in characters, once the
+// answer's reserve, the tool definitions and the safety margin are kept.
+func (in *Input) Budget() int {
+	return int(float64(in.Window-in.Reserve)*in.perToken()) - in.ToolChars
+}
+
+// perToken is the characters a token the budget counts: the ratio,
+// tightened, less the safety margin.
+func (in *Input) perToken() float64 {
 	t := in.Tighten
 	if t <= 0 || t > 1 {
 		t = 1
 	}
-	return int(float64(in.Window-in.Reserve)*in.Ratio*t*safety) - in.ToolChars
+	return in.Ratio * t * safety
 }
 
 // safety keeps a tenth of the budget for what the estimate cannot see: the
@@ -96,7 +103,7 @@ func (in *Input) share(f float64) int { return int(float64(in.Window) * in.Ratio
 // is the check made before every call and allocates nothing.
 func Fits(in *Input) (bool, int) {
 	c := Chars(in.Msgs)
-	return c <= in.budget(), c
+	return c <= in.Budget(), c
 }
 
 // Result is a fitted prompt.
@@ -117,7 +124,9 @@ type Result struct {
 // the current question, the latest turn) do not fit the window.
 type TooLongError struct {
 	// Window is the node's window and Reserve what is kept for the answer;
-	// Estimate is what the kept parts weigh, all in tokens.
+	// Estimate is what the prompt weighs cut as far as it can be, counted
+	// as the budget counts (so that Estimate+Reserve > Window), all in
+	// tokens.
 	Window, Reserve, Estimate int
 }
 
@@ -207,11 +216,10 @@ func Fit(ctx context.Context, in *Input, folder Folder) (*Result, error) {
 		f.shortenLatest()
 	}
 	if !f.fits() {
-		kept := Chars(f.prefix)
-		for i := range f.current {
-			kept += messageChars(&f.current[i].m)
-		}
-		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(kept+in.ToolChars, in.Ratio)}
+		// Counted as the budget counts (tightened, with the safety margin),
+		// what is left is above the window with the reserve: an estimate
+		// at the bare ratio could say less than the window it was refused.
+		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(f.weight()+in.ToolChars, in.perToken())}
 	}
 	return f.result(), nil
 }
@@ -287,7 +295,7 @@ func (f *fitting) weight() int {
 	return n
 }
 
-func (f *fitting) fits() bool { return f.weight() <= f.in.budget() }
+func (f *fitting) fits() bool { return f.weight() <= f.in.Budget() }
 
 func (f *fitting) result() *Result {
 	r := &Result{Actions: f.actions, SummaryErr: f.failure}
@@ -414,7 +422,7 @@ func (f *fitting) shortenLatest() {
 	if len(results) == 0 {
 		return
 	}
-	room := f.in.budget() - (f.weight() - size)
+	room := f.in.Budget() - (f.weight() - size)
 	per := room / len(results)
 	if per < 200 {
 		return
@@ -451,7 +459,7 @@ func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
 	for i := range f.current {
 		fixed += messageChars(&f.current[i].m)
 	}
-	left := in.budget() - fixed
+	left := in.Budget() - fixed
 	memShare := in.share(in.Shares.Questions) + in.share(in.Shares.Summaries)
 	rawRoom := max(left-memShare, min(left, in.share(in.Shares.Recent)))
 	f.raw = len(f.turns)
@@ -608,19 +616,25 @@ func HeadTail(s string, limit int) (string, int) {
 	for n := 0; h < len(lines)-1 && n+len(lines[h])+1 <= headB; h++ {
 		n += len(lines[h]) + 1
 	}
+	// last is the least t may be: one line left out at least, unless the
+	// first line is cut.
+	last := h + 1
+	if h == 0 {
+		// A first line longer than the head's share (a minified file, a
+		// pasted payload) is cut as text on one line is: the short lines
+		// after it may all fit in the tail's share.
+		head := cutRunes(lines[0], headB, true)
+		lines[0] = head + fmt.Sprintf(" […%d characters omitted…]", len(lines[0])-len(head))
+		h, last = 1, 1
+	}
 	t := len(lines)
-	for n := 0; t > h+1 && n+len(lines[t-1])+1 <= tailB; t-- {
+	for n := 0; t > last && n+len(lines[t-1])+1 <= tailB; t-- {
 		n += len(lines[t-1]) + 1
 	}
-	if h == 0 {
-		// A first line longer than the head's share: cut it.
-		lines[0] = cutRunes(lines[0], headB, true)
-		h = 1
+	if t == h {
+		return strings.Join(lines, "\n"), 1
 	}
 	omitted := t - h
-	if omitted <= 0 {
-		return s, 0
-	}
 	return strings.Join(lines[:h], "\n") + fmt.Sprintf("\n[… %d lines omitted …]\n", omitted) + strings.Join(lines[t:], "\n"), omitted
 }
 

@@ -127,8 +127,8 @@ func TestFitLongConversation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Chars > in.budget() {
-				t.Fatalf("fitted prompt weighs %d chars, budget %d", r.Chars, in.budget())
+			if r.Chars > in.Budget() {
+				t.Fatalf("fitted prompt weighs %d chars, budget %d", r.Chars, in.Budget())
 			}
 			if r.Msgs[0].Content != msgs[0].Content {
 				t.Fatal("system message lost")
@@ -305,8 +305,8 @@ func TestShortenLatestResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Chars > in.budget() || r.Marks[2] != MarkShortened || r.Msgs[0].Content != msgs[0].Content {
-		t.Fatalf("chars %d budget %d marks %q", r.Chars, in.budget(), r.Marks)
+	if r.Chars > in.Budget() || r.Marks[2] != MarkShortened || r.Msgs[0].Content != msgs[0].Content {
+		t.Fatalf("chars %d budget %d marks %q", r.Chars, in.Budget(), r.Marks)
 	}
 }
 
