@@ -165,6 +165,36 @@ func (r *run) reserve(window int) int {
 	return min(n, window/2)
 }
 
+// findingsBudget is what the earlier stages' findings may weigh in stage
+// s's system message, in characters: chain.context_budget, at most what s's
+// node's window leaves beside the stage's instructions (sys), the user's
+// question and what follows it, the tools s is offered, the answer's
+// reserve and the earlier questions' share. The system message is always
+// kept whole: findings rendered for a larger window would make it alone
+// outgrow a small one, and the stage be skipped rather than read them
+// shorter.
+func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
+	budget := r.e.cfg.Chain.ContextBudget
+	window := r.e.Window(s.node)
+	if window == 0 {
+		return budget
+	}
+	var offered []Tool
+	if s.cfg.tools {
+		offered = r.stageTools()
+	}
+	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
+	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolChars(offered), Ratio: ratio}
+	msgs := r.req.Messages
+	q := len(msgs) - 1
+	for q > 0 && msgs[q].Role != "user" {
+		q--
+	}
+	room := in.Budget() - len(sys) - memory.MessageOverhead - memory.Chars(msgs[max(q, 0):]) -
+		int(float64(window)*ratio*r.e.cfg.Memory.QuestionsShare)
+	return min(budget, max(room, 0))
+}
+
 // toolsPreamble is what a chat template adds when tools are offered: the
 // instructions around their definitions (qwen's and llama's run to 400–600
 // characters).

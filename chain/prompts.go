@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -71,16 +72,16 @@ func (r *run) simplePrompt(s *stage) string {
 }
 
 // stageMessages is what stage i of n receives: its role prompt and limits,
-// what the earlier stages produced (bounded by the context budget), then the
-// user's conversation.
-func (r *run) stageMessages(s *stage, done []*stage, i, n int) []Message {
+// what the earlier stages produced (bounded by the context budget and the
+// room the node's window leaves), then the user's conversation.
+func (r *run) stageMessages(ctx context.Context, s *stage, done []*stage, i, n int) []Message {
 	prompt := s.cfg.prompt
 	if prompt == "" {
 		prompt = rolePrompt(i, n)
 	}
 	sys := prompt + "\n\n" + r.limits(s)
-	if ctx := findings(done, r.e.cfg.Chain.ContextBudget); ctx != "" {
-		sys += "\n\n" + ctx
+	if found := findings(done, r.findingsBudget(ctx, s, sys+"\n\n")); found != "" {
+		sys += "\n\n" + found
 	}
 	return append([]Message{{Role: "system", Content: sys}}, r.req.Messages...)
 }

@@ -189,7 +189,7 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 				}
 			}
 			s.allowed = max(s.allowed, 1)
-			s.msgs = r.partsFor(ctx, s, r.stageMessages(s, done, i, len(stages)))
+			s.msgs = r.partsFor(ctx, s, r.stageMessages(ctx, s, done, i, len(stages)))
 			s.base = len(s.msgs)
 			if err := r.startStage(ctx, s); err != nil {
 				return nil, err
