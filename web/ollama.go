@@ -96,10 +96,12 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 		if req.Raw {
 			return nil, invalid("raw", "raw: a prompt already in the model's template is not served: the proxy answers through its nodes' chat, which applies the template; leave raw out, or send the request to the model server itself")
 		}
-		if req.System != "" {
-			req.Messages = append(req.Messages, ollamaMessage{Role: "system", Content: req.System})
-		}
-		if req.Prompt != "" || len(req.Images) > 0 {
+		// Without a prompt, Ollama loads (or unloads) the model whatever
+		// else is sent: no messages, then, and nothing for the chain.
+		if req.Prompt != "" {
+			if req.System != "" {
+				req.Messages = append(req.Messages, ollamaMessage{Role: "system", Content: req.System})
+			}
 			req.Messages = append(req.Messages, ollamaMessage{Role: "user", Content: req.Prompt, Images: req.Images})
 		}
 	}
@@ -176,8 +178,9 @@ func decodeThink(raw json.RawMessage) (*bool, error) {
 }
 
 // ollamaOptions maps the options the chain forwards (temperature, top_p,
-// num_predict, stop, seed); the others (num_ctx, top_k, …) belong to a
-// model's runner and are ignored, as each node keeps its own.
+// top_k, num_predict, stop, seed); the others (num_ctx, num_gpu, …) belong
+// to a model's runner and are ignored, as each node keeps its own. top_k
+// reaches Ollama nodes only (OpenAI's API has none), as from Anthropic's.
 func ollamaOptions(opts map[string]any) (chain.Params, error) {
 	var p chain.Params
 	num := func(k string) (float64, bool, error) {
@@ -206,6 +209,13 @@ func ollamaOptions(opts map[string]any) (chain.Params, error) {
 			return p, invalid("options.top_p", "options.top_p must be between 0 and 1, got %v", f)
 		}
 		p.TopP = &f
+	}
+	if f, ok, err := num("top_k"); err != nil {
+		return p, err
+	} else if ok {
+		// Ollama reads it as an integer, 0 or less turning it off.
+		n := int(f)
+		p.TopK = &n
 	}
 	if f, ok, err := num("num_predict"); err != nil {
 		return p, err
@@ -364,13 +374,12 @@ func ollamaCalls(calls []chain.ToolCall) []ollamaToolCall {
 		out[i].ID = c.ID
 		out[i].Function.Index = i
 		out[i].Function.Name = c.Name
-		args := json.RawMessage(c.Arguments)
-		if !json.Valid(args) {
-			// Ollama's arguments are an object: text that is not JSON
-			// goes as a string rather than breaking the client's decoder.
-			args, _ = json.Marshal(c.Arguments)
-		}
-		out[i].Function.Arguments = args
+		// Ollama's clients decode arguments into a map (the Go client's
+		// ToolCallFunctionArguments, ollama-python's Mapping): anything
+		// but an object (a no-argument call's "", a call cut at the
+		// token limit) failed the whole answer, so it goes as {}, as to
+		// Anthropic's clients; the trace keeps what the node wrote.
+		out[i].Function.Arguments = callInput(c.Arguments)
 	}
 	return out
 }

@@ -73,9 +73,15 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	stream := wire.Stream == nil || *wire.Stream
 	if len(wire.Messages) == 0 {
 		// Ollama loads the model and answers done_reason "load": clients
-		// (ollama run) send this to warm a model up. Nothing to load here.
+		// (ollama run) send this to warm a model up. With keep_alive 0 it
+		// unloads it and says "unload" (ollama stop; scripts freeing
+		// memory check it). Nothing to load or unload here.
+		reason := "load"
+		if wire.keepAlive != nil && *wire.keepAlive == 0 {
+			reason = "unload"
+		}
 		c.JSON(http.StatusOK, ollamaChatChunk{Model: name, CreatedAt: time.Now().UTC(), Response: ptrIf(generate, ""),
-			Message: ptrIf(!generate, ollamaMessage{Role: "assistant"}), Done: true, DoneReason: "load"})
+			Message: ptrIf(!generate, ollamaMessage{Role: "assistant"}), Done: true, DoneReason: reason})
 		s.endSpan(c, http.StatusOK, nil, nil)
 		return
 	}
