@@ -170,7 +170,7 @@ func decodeMessagesRequest(body []byte) (*messagesRequest, error) {
 	if req.thinking, err = decodeThinking(req.Thinking); err != nil {
 		return nil, err
 	}
-	system, err := blocksText(req.System, "system", false)
+	system, err := blocksText(req.System, "system")
 	if err != nil {
 		return nil, err
 	}
@@ -180,13 +180,10 @@ func decodeMessagesRequest(body []byte) (*messagesRequest, error) {
 	return &req, nil
 }
 
-// blocksText reads a string or an array of text blocks (system, a
-// tool_result's content) as one text, its blocks a line apart. Images are
-// refused; other blocks are refused too, unless skipOther: a tool's result
-// may hold blocks the chain cannot show its model (Claude Code's tool
-// search answers with tool_reference blocks), and the text around them
-// still counts.
-func blocksText(raw json.RawMessage, param string, skipOther bool) (string, error) {
+// blocksText reads a string or an array of text blocks (system, a system
+// entry of messages) as one text, its blocks a line apart. Other blocks
+// are refused.
+func blocksText(raw json.RawMessage, param string) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
@@ -208,15 +205,47 @@ func blocksText(raw json.RawMessage, param string, skipOther bool) (string, erro
 		case "text":
 			texts = append(texts, b.Text)
 		case "image", "document":
-			return "", invalid(fmt.Sprintf("%s[%d]", param, i), "%s[%d] is an %s: only a user message's own content takes images and documents", param, i, b.Type)
+			return "", invalid(fmt.Sprintf("%s[%d]", param, i), "%s[%d] is an %s: only a user message's content and its tool results take images and documents", param, i, b.Type)
 		default:
-			if skipOther {
-				continue
-			}
 			return "", invalid(fmt.Sprintf("%s[%d].type", param, i), "%s[%d]: block type %q is not supported here (text only)", param, i, b.Type)
 		}
 	}
 	return strings.Join(texts, "\n"), nil
+}
+
+// toolResultContent reads a tool_result's content: a string, or blocks
+// whose texts, a line apart, are the result and whose images and
+// documents come back as parts (Claude Code's Read answers for an image
+// file with an image block). Other blocks are skipped, the text around
+// them still the result: Claude Code's tool search answers with
+// tool_reference blocks, which the chain cannot show its model.
+func toolResultContent(raw json.RawMessage, param string) (string, []chain.Part, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		text, err := blocksText(raw, param)
+		return text, nil, err
+	}
+	var blocks []anthropicBlock
+	if err := unmarshal(raw, &blocks); err != nil {
+		return "", nil, invalid(param, "%s: want a string or an array of content blocks", param)
+	}
+	var (
+		texts []string
+		parts []chain.Part
+	)
+	for i := range blocks {
+		switch blocks[i].Type {
+		case "text":
+			texts = append(texts, blocks[i].Text)
+		case "image", "document":
+			part, err := blockPart(&blocks[i], fmt.Sprintf("%s[%d]", param, i))
+			if err != nil {
+				return "", nil, err
+			}
+			parts = append(parts, part)
+		}
+	}
+	return strings.Join(texts, "\n"), parts, nil
 }
 
 // decodeMessages turns messages into the chain's: system text first (the
@@ -225,6 +254,9 @@ func blocksText(raw json.RawMessage, param string, skipOther bool) (string, erro
 // before its text, so that a client's tool results resume a chain
 // waiting for them as on Chat Completions; an assistant message's
 // tool_use blocks become its tool calls and its thinking its reasoning.
+// The images and documents of a tool result go with the user message
+// after the tool messages: the chain's nodes take them in user messages,
+// as every front sends them (OpenAI's tool messages hold text only).
 func (r *messagesRequest) decodeMessages(system string) error {
 	var systems []string
 	if system != "" {
@@ -241,7 +273,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 		}
 		raw := bytes.TrimSpace(m.Content)
 		if m.Role == "system" {
-			text, err := blocksText(raw, param+".content", false)
+			text, err := blocksText(raw, param+".content")
 			if err != nil {
 				return err
 			}
@@ -294,10 +326,11 @@ func (r *messagesRequest) decodeMessages(system string) error {
 				if b.ToolUseID == "" {
 					return invalid(bp+".tool_use_id", "%s: a tool_result block needs a tool_use_id", bp)
 				}
-				out, err := blocksText(b.Content, bp+".content", true)
+				out, parts, err := toolResultContent(b.Content, bp+".content")
 				if err != nil {
 					return err
 				}
+				cm.Parts = append(cm.Parts, parts...)
 				if b.IsError {
 					// The chain's messages have no error flag: the model
 					// reads it in the text, as the Anthropic API shows it.
