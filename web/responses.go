@@ -17,8 +17,8 @@ import (
 // ResponseStreamEvent), against which the tests validate every object.
 
 // responsesRequest is the part of CreateResponse the proxy reads. Other
-// fields (prompt_cache_key, client_metadata, text, truncation, …) are
-// ignored, as OpenAI's own server ignores what a model does not use.
+// fields (client_metadata, text.verbosity, truncation, …) are ignored, as
+// OpenAI's own server ignores what a model does not use.
 type responsesRequest struct {
 	Model              string            `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -36,6 +36,9 @@ type responsesRequest struct {
 		Effort  *string `json:"effort"`
 		Summary *string `json:"summary"`
 	} `json:"reasoning"`
+	Text *struct {
+		Format json.RawMessage `json:"format"`
+	} `json:"text"`
 	Include        []string          `json:"include"`
 	User           string            `json:"user"`
 	PromptCacheKey string            `json:"prompt_cache_key"`
@@ -47,6 +50,11 @@ type responsesRequest struct {
 	tools        []responseTool
 	dropped      []string // hosted tools left out, as "type" or "type name"
 	choice       chain.ToolChoice
+	// format is text.format as the chain's Params.Format: a JSON schema,
+	// "json", or nil for plain text; textFormat is text.format as sent,
+	// which the response echoes.
+	format     json.RawMessage
+	textFormat json.RawMessage
 }
 
 // responseTool is a function tool as the Responses API writes it: flat,
@@ -146,7 +154,50 @@ func decodeResponsesRequest(body []byte) (*responsesRequest, error) {
 	if req.choice, err = req.toolChoice(); err != nil {
 		return nil, err
 	}
+	if err := req.decodeTextFormat(); err != nil {
+		return nil, err
+	}
 	return &req, nil
+}
+
+// decodeTextFormat reads text.format: {"type": "text"}, {"type":
+// "json_object"}, or {"type": "json_schema", "name", "schema", "strict"},
+// which `codex exec --output-schema` and the SDKs' responses.parse send
+// and then parse the answer as JSON. The answering node gets it as the
+// chain's format, which holds its output to the schema (Ollama's format,
+// an OpenAI-compatible server's response_format).
+func (r *responsesRequest) decodeTextFormat() error {
+	if r.Text == nil || absent(r.Text.Format) {
+		return nil
+	}
+	var f struct {
+		Type   string          `json:"type"`
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+	}
+	if err := json.Unmarshal(r.Text.Format, &f); err != nil {
+		return invalid("text.format", "text.format must be an object with a type (text, json_object or json_schema)")
+	}
+	switch f.Type {
+	case "text":
+	case "json_object":
+		r.format = json.RawMessage(`"json"`)
+	case "json_schema":
+		schema := bytes.TrimSpace(f.Schema)
+		if len(schema) == 0 || schema[0] != '{' {
+			return invalid("text.format.schema", "missing required parameter text.format.schema: a JSON schema object")
+		}
+		if f.Name == "" {
+			return invalid("text.format.name", "missing required parameter text.format.name")
+		}
+		r.format = schema
+	default:
+		return invalid("text.format.type", "text.format.type %q is not one of text, json_object, json_schema", f.Type)
+	}
+	var buf bytes.Buffer
+	_ = json.Compact(&buf, r.Text.Format) // valid JSON: it decoded
+	r.textFormat = buf.Bytes()
+	return nil
 }
 
 // stringOrNull reads a JSON string; absent or null is "".
@@ -164,7 +215,10 @@ func stringOrNull(raw json.RawMessage) (string, error) {
 // function_call items join the assistant message before them as its tool
 // calls, and function_call_output items become tool messages, so that a
 // client's tool results resume a chain waiting for them as on Chat
-// Completions.
+// Completions. The images and files of an output (Codex's view_image
+// answers with an input_image part) go in a user message after the run
+// of tool messages: the chain's nodes take them in user messages, and
+// the tool messages of one turn stay together after its calls.
 func (r *responsesRequest) decodeInput() error {
 	raw := bytes.TrimSpace(r.Input)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -184,8 +238,18 @@ func (r *responsesRequest) decodeInput() error {
 	}
 	names := map[string]string{} // call_id → function name
 	open := -1                   // the assistant message that takes the next function calls
+	var outParts []chain.Part    // the parts of the outputs just read
+	flush := func() {
+		if len(outParts) > 0 {
+			r.items = append(r.items, chain.Message{Role: "user", Parts: outParts})
+			outParts = nil
+		}
+	}
 	for i, it := range items {
 		param := fmt.Sprintf("input[%d]", i)
+		if it.Type != "function_call_output" {
+			flush()
+		}
 		switch typ := it.Type; {
 		case typ == "message" || typ == "" && it.Role != "":
 			if !responseRoles[it.Role] {
@@ -217,11 +281,12 @@ func (r *responsesRequest) decodeInput() error {
 			if it.CallID == "" {
 				return invalid(param+".call_id", "input[%d] is a function_call_output without call_id", i)
 			}
-			out, err := contentText(it.Output, place{"input", i, "output"})
+			out, parts, _, err := contentParts(it.Output, place{"input", i, "output"}, true)
 			if err != nil {
 				return err
 			}
 			r.items = append(r.items, chain.Message{Role: "tool", ToolCallID: it.CallID, Name: names[it.CallID], Content: out})
+			outParts = append(outParts, parts...)
 			open = -1
 		case ignoredItems[typ]:
 		case typ == "item_reference":
@@ -230,6 +295,7 @@ func (r *responsesRequest) decodeInput() error {
 			return invalid(param+".type", "input[%d] has type %q, which the proxy does not take (message, function_call, function_call_output)", i, typ)
 		}
 	}
+	flush()
 	return nil
 }
 
@@ -309,7 +375,7 @@ func (r *responsesRequest) toRunRequest(history []chain.Message) *chain.RunReque
 		Messages:    msgs,
 		ClientTools: tools,
 		ToolChoice:  r.choice,
-		Params:      chain.Params{Temperature: r.Temperature, TopP: r.TopP, MaxTokens: r.MaxOutputTokens},
+		Params:      chain.Params{Temperature: r.Temperature, TopP: r.TopP, MaxTokens: r.MaxOutputTokens, Format: r.format},
 	}
 	if len(r.dropped) > 0 {
 		req.Notes = []string{"hosted tools left out (the proxy cannot run them): " + strings.Join(r.dropped, ", ")}
@@ -361,10 +427,10 @@ type responseReasoning struct {
 	Summary *string `json:"summary"`
 }
 
+// responseText echoes the request's text.format; {"type": "text"} when
+// it had none.
 type responseText struct {
-	Format struct {
-		Type string `json:"type"`
-	} `json:"format"`
+	Format json.RawMessage `json:"format"`
 }
 
 type responseUsage struct {
@@ -435,7 +501,10 @@ func newResponseObject(id string, created int64, req *responsesRequest) *respons
 		Temperature:       req.Temperature, TopP: req.TopP, Truncation: "disabled",
 		Tools: req.tools, ToolChoice: req.ToolChoice, Metadata: req.Metadata,
 	}
-	o.Text.Format.Type = "text"
+	o.Text.Format = req.textFormat
+	if o.Text.Format == nil {
+		o.Text.Format = json.RawMessage(`{"type":"text"}`)
+	}
 	if o.Tools == nil {
 		o.Tools = []responseTool{}
 	}
@@ -490,12 +559,19 @@ func outputItems(traceID string, res *chain.Result) []any {
 }
 
 // responseErrorFor is a failed response's error, from the run's status
-// and message: Response's error codes are a fixed list, of which a chain
-// failure is a server_error.
-func responseErrorFor(status int, message string) *responseError {
+// and error as statusFor maps them. A chain failure is a server_error and
+// a full queue rate_limit_exceeded, of Response's documented codes; a
+// prompt longer than the window is context_length_exceeded, which the
+// OpenAPI list lacks but OpenAI's server sends in response.failed, and
+// which Codex alone reads as fatal: it retries every other code with the
+// same prompt (codex-rs codex-api/src/sse/responses.rs).
+func responseErrorFor(status int, obj errorObject) *responseError {
 	code := "server_error"
-	if status == http.StatusTooManyRequests {
+	switch {
+	case obj.Code != nil && *obj.Code == "context_length_exceeded":
+		code = *obj.Code
+	case status == http.StatusTooManyRequests:
 		code = "rate_limit_exceeded"
 	}
-	return &responseError{Code: code, Message: message}
+	return &responseError{Code: code, Message: obj.Message}
 }

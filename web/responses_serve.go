@@ -457,7 +457,7 @@ func (e *responsesEncoder) abort(status int, obj errorObject) {
 		return
 	}
 	e.obj.Status = "failed"
-	e.obj.Error = responseErrorFor(status, obj.Message)
+	e.obj.Error = responseErrorFor(status, obj)
 	e.obj.Output = e.output
 	if e.obj.Output == nil {
 		e.obj.Output = []any{}

@@ -341,7 +341,7 @@ func TestResponsesBadRequests(t *testing.T) {
 		{"image part over http", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_image","image_url":"http://x"}]}]}`, "input[0].content[0].image_url"},
 		{"image part by file id", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`, "input[0].content[0].file_id"},
 		{"file part by url", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_file","file_url":"https://x/a.pdf"}]}]}`, "input[0].content[0].file_url"},
-		{"image in a tool output", `{"model":"chain/auto","input":[{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"data:image/png;base64,aGk="}]}]}`, "input[0].output[0]"},
+		{"image in a tool output no node takes", `{"model":"chain/auto","input":[{"type":"function_call_output","call_id":"c1","output":[{"type":"input_image","image_url":"data:image/png;base64,aGk="}]}]}`, "input[0].output[0].image_url"},
 		{"audio part", `{"model":"chain/auto","input":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "input[0].content[0].type"},
 		{"unknown item", `{"model":"chain/auto","input":[{"type":"teleport"}]}`, "input[0].type"},
 		{"item reference", `{"model":"chain/auto","input":[{"type":"item_reference","id":"x"}]}`, "input[0]"},
