@@ -26,8 +26,15 @@ import (
 // same SDK.
 const serveEnv = "CHAINPROXY_MCP_TEST_SERVE"
 
+// delayEnv, when set to a duration, makes that server wait before it
+// answers initialize, as a server that installs or indexes first does.
+const delayEnv = "CHAINPROXY_MCP_TEST_DELAY"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) == "1" {
+		if d, err := time.ParseDuration(os.Getenv(delayEnv)); err == nil {
+			time.Sleep(d)
+		}
 		srv := newTestServer(nil)
 		if err := srv.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -86,6 +93,31 @@ func newTestServer(cancelled chan<- struct{}) *sdk.Server {
 				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil
 			})
 			return &sdk.CallToolResult{}, nil
+		})
+	// The schema zod 4 emits for z.object({host: z.hostname()}) (regexes.js
+	// hostname): JSON Schema patterns are ECMA-262, and this one opens
+	// with a lookahead, which Go's RE2 syntax lacks.
+	s.AddTool(&sdk.Tool{Name: "resolve", InputSchema: json.RawMessage(`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","properties":{"host":{"type":"string","format":"hostname","pattern":"^(?=.{1,253}\\.?$)[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\\.[a-zA-Z0-9](?:[-0-9a-zA-Z]{0,61}[0-9a-zA-Z])?)*\\.?$"}},"required":["host"],"additionalProperties":false}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var a struct{ Host string }
+			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+				return nil, err
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Host + " is 192.0.2.1"}}}, nil
+		})
+	// Answers in structuredContent alone, with "content": [], as servers
+	// do (Airtable's list_tables_for_base, dust-tt/dust#26388): legal, the
+	// spec only says a text copy SHOULD be there.
+	s.AddTool(&sdk.Tool{Name: "structured", InputSchema: json.RawMessage(`{"type":"object","properties":{"fail":{"type":"boolean"}}}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var a struct{ Fail bool }
+			if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+				return nil, err
+			}
+			if a.Fail {
+				return &sdk.CallToolResult{Content: []sdk.Content{}, StructuredContent: map[string]any{"error": "base not found"}, IsError: true}, nil
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{}, StructuredContent: map[string]any{"tables": []string{"Tasks", "People"}}}, nil
 		})
 	s.AddTool(&sdk.Tool{Name: "die", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -332,4 +364,54 @@ func TestMCPChildEnvAndShutdown(t *testing.T) {
 	if st := r.MCPStatus(); st[0].Status == "ok" {
 		t.Errorf("MCPStatus after Close = %+v, want not ok", st)
 	}
+}
+
+// TestMCPToolSchemaECMAPattern: a tool whose schema has a pattern RE2
+// cannot compile (a lookahead, as zod's hostname, duration and emoji
+// patterns have) is offered all the same; its server checks the pattern.
+func TestMCPToolSchemaECMAPattern(t *testing.T) {
+	r := newMCPRegistry(t, 5*time.Second, stdioServer("loc", nil))
+	if _, ok := r.Lookup("loc__resolve"); !ok {
+		t.Fatalf("loc__resolve not offered; tools: %v", r.Names())
+	}
+	if got, err := r.Call(t.Context(), "loc__resolve", []byte(`{"host":"example.com"}`)); err != nil || got != "example.com is 192.0.2.1" {
+		t.Errorf("Call(resolve) = %q, %v", got, err)
+	}
+	// The rest of the schema is still checked here.
+	if err := r.Check("loc__resolve", []byte(`{"host":42}`)); !errors.Is(err, ErrBadArguments) {
+		t.Errorf("Check(resolve, host 42) = %v, want ErrBadArguments", err)
+	}
+}
+
+// TestMCPStructuredContentOnly: a result with no content blocks but a
+// structuredContent reaches the model as that JSON, not as nothing.
+func TestMCPStructuredContentOnly(t *testing.T) {
+	r := newMCPRegistry(t, 5*time.Second, stdioServer("loc", nil))
+	got, err := r.Call(t.Context(), "loc__structured", nil)
+	if want := `{"tables":["Tasks","People"]}`; err != nil || got != want {
+		t.Errorf("Call(structured) = %q, %v; want %q", got, err, want)
+	}
+	_, err = r.Call(t.Context(), "loc__structured", []byte(`{"fail":true}`))
+	if !errors.Is(err, mcp.ErrToolError) || !strings.Contains(err.Error(), "base not found") {
+		t.Errorf("Call(structured, fail) = %v, want ErrToolError with the structured error", err)
+	}
+}
+
+// TestMCPSlowServerConnects: a server slower to answer initialize than
+// StartTimeout (npx -y or uvx installing on first run takes tens of
+// seconds) is not ready when Start returns, but connects in the background
+// instead of being killed and restarted at every attempt.
+func TestMCPSlowServerConnects(t *testing.T) {
+	r, err := New(config.Tools{Root: t.TempDir(), Timeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOpts()
+	opts.StartTimeout = 200 * time.Millisecond
+	r.StartMCP(t.Context(), []config.MCPServer{stdioServer("slow", map[string]string{delayEnv: "1s"})}, opts)
+	t.Cleanup(r.Close)
+	if _, ok := r.Lookup("slow__echo"); ok {
+		t.Fatalf("slow__echo offered before the server answered")
+	}
+	eventually(t, "the slow server's tools", func() bool { _, ok := r.Lookup("slow__echo"); return ok })
 }

@@ -125,7 +125,7 @@ func (r *Registry) rebuild() {
 		if prev, ok := old.byName[mt.Exposed]; ok && string(prev.spec.Parameters) == string(mt.InputSchema) {
 			t.schema, t.props = prev.schema, prev.props // unchanged: skip compiling again
 		} else {
-			sch, err := compileSchema(mt.Exposed, mt.InputSchema)
+			sch, err := compileSchema(mt.Exposed, mt.InputSchema, serverPatterns)
 			if err != nil {
 				st.log.Warn("mcp tool schema invalid, tool skipped", "server", mt.Server, "tool", mt.Exposed, "err", err)
 				continue

@@ -183,7 +183,7 @@ func (r *Registry) add(t *tool) error {
 	if _, dup := r.byName[t.spec.Name]; dup {
 		return fmt.Errorf("duplicate tool name %q", t.spec.Name)
 	}
-	sch, err := compileSchema(t.spec.Name, t.spec.Parameters)
+	sch, err := compileSchema(t.spec.Name, t.spec.Parameters, nil)
 	if err != nil {
 		return fmt.Errorf("invalid parameters schema: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -36,20 +37,44 @@ func topLevelProperties(params []byte) []string {
 	return slices.Sorted(maps.Keys(s.Properties))
 }
 
-// compileSchema compiles a tool's parameters schema once, at New.
-func compileSchema(name string, params []byte) (*jsonschema.Schema, error) {
+// compileSchema compiles a tool's parameters schema once, at New (or when
+// an MCP server lists it). patterns compiles its "pattern" and
+// "patternProperties" regexps; nil is Go's regexp, which refuses what RE2
+// cannot express.
+func compileSchema(name string, params []byte, patterns jsonschema.RegexpEngine) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
 	if err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(noLoader{})
+	c.UseRegexpEngine(patterns)
 	loc := "mem:///tools/" + url.PathEscape(name) + ".json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, err
 	}
 	return c.Compile(loc)
 }
+
+// serverPatterns compiles the patterns of a schema an MCP server sent.
+// JSON Schema patterns are ECMA-262 regexps, and generated schemas use what
+// RE2 lacks: zod's hostname, duration and emoji patterns open with
+// lookaheads. Such a pattern goes unchecked here rather than the whole tool
+// being dropped: the server validates its own arguments, and its error
+// reaches the model. A config's schema keeps Go's strict engine, so that a
+// typo there fails at startup.
+func serverPatterns(p string) (jsonschema.Regexp, error) {
+	if re, err := regexp.Compile(p); err == nil {
+		return re, nil
+	}
+	return uncheckedPattern(p), nil
+}
+
+// uncheckedPattern is a pattern left to the server: it matches everything.
+type uncheckedPattern string
+
+func (p uncheckedPattern) String() string        { return string(p) }
+func (uncheckedPattern) MatchString(string) bool { return true }
 
 var printer = message.NewPrinter(language.English)
 

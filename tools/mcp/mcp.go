@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -80,6 +81,12 @@ type Options struct {
 	// StartTimeout bounds how long Start waits for the first connection of
 	// every server (default 10s); servers not up by then keep trying.
 	StartTimeout time.Duration
+	// ConnectTimeout bounds one connection attempt, the handshake and the
+	// tools/list after it (default 2m). It is not StartTimeout: a cold
+	// `npx -y` or `uvx` start installs first and takes tens of seconds, and
+	// an attempt cut short kills the child with its install unfinished, so
+	// the next attempt starts over and the server never comes up.
+	ConnectTimeout time.Duration
 	// HTTPClient is used for url servers (default: a plain client; the
 	// call's context bounds each request).
 	HTTPClient *http.Client
@@ -134,6 +141,9 @@ func Start(ctx context.Context, servers []config.MCPServer, opts Options) *Manag
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Second
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 2 * time.Minute
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
@@ -223,7 +233,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args json.RawMe
 		}
 		return "", fmt.Errorf("mcp %s: %w", server, err)
 	}
-	text := render(res.Content)
+	text := render(res)
 	if res.IsError {
 		return "", fmt.Errorf("%w: %s", ErrToolError, text)
 	}
@@ -231,10 +241,18 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args json.RawMe
 }
 
 // render joins text content and summarises the rest, so a model always
-// gets text and a large binary never floods the context.
-func render(content []sdk.Content) string {
-	parts := make([]string, 0, len(content))
-	for _, c := range content {
+// gets text and a large binary never floods the context. A result without
+// content blocks is its structuredContent as JSON: the spec only says a
+// text copy SHOULD be in content, and servers that leave content empty
+// exist (dust-tt/dust#26388: Airtable's tools).
+func render(res *sdk.CallToolResult) string {
+	if len(res.Content) == 0 && res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			return string(b)
+		}
+	}
+	parts := make([]string, 0, len(res.Content))
+	for _, c := range res.Content {
 		switch v := c.(type) {
 		case *sdk.TextContent:
 			parts = append(parts, v.Text)
@@ -397,7 +415,7 @@ func (m *Manager) connect(ctx context.Context, s *server) (*sdk.ClientSession, e
 		// answers, which it reads whole.
 		t = &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: m.httpClient(s.cfg), MaxRetries: 2, MaxEventSize: int(m.opts.MaxBody)}
 	}
-	cctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	cctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
 	defer cancel()
 	sess, err := client.Connect(cctx, t, nil)
 	if err != nil {
@@ -413,11 +431,11 @@ func (m *Manager) connect(ctx context.Context, s *server) (*sdk.ClientSession, e
 
 // list fetches the tool list and publishes it with the session.
 func (m *Manager) list(ctx context.Context, s *server, sess *sdk.ClientSession) error {
-	lctx, cancel := context.WithTimeout(ctx, m.opts.StartTimeout)
+	lctx, cancel := context.WithTimeout(ctx, m.opts.ConnectTimeout)
 	defer cancel()
 	var tools []Tool
 	used := map[string]bool{}
-	for t, err := range sess.Tools(lctx, nil) {
+	for t, err := range m.allTools(lctx, s, sess) {
 		if err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
@@ -444,6 +462,44 @@ func (m *Manager) list(ctx context.Context, s *server, sess *sdk.ClientSession) 
 		m.opts.OnChange()
 	}
 	return nil
+}
+
+// allTools pages through tools/list, each tool once. Unlike the SDK's
+// Tools iterator it stops at a cursor it has already followed: servers
+// exist whose nextCursor never advances (DeusData/codebase-memory-mcp#1247
+// returns the same page and cursor forever), and following it would repeat
+// the page until the attempt timed out and the server never came up.
+func (m *Manager) allTools(ctx context.Context, s *server, sess *sdk.ClientSession) iter.Seq2[*sdk.Tool, error] {
+	return func(yield func(*sdk.Tool, error) bool) {
+		params := &sdk.ListToolsParams{}
+		followed := map[string]bool{}
+		seen := map[string]bool{}
+		for {
+			res, err := sess.ListTools(ctx, params)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, t := range res.Tools {
+				if seen[t.Name] { // a repeated page
+					continue
+				}
+				seen[t.Name] = true
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if res.NextCursor == "" {
+				return
+			}
+			if followed[res.NextCursor] {
+				m.log.Warn("mcp server repeats a tools/list cursor, list ends there", "server", s.cfg.Name)
+				return
+			}
+			followed[res.NextCursor] = true
+			params.Cursor = res.NextCursor
+		}
+	}
 }
 
 var notNameChar = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
