@@ -2,6 +2,7 @@ package ollama
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"testing"
@@ -34,6 +35,22 @@ func FuzzChatNDJSON(f *testing.F) {
 		}
 		if res.finish == "" {
 			t.Errorf("Chat succeeded without a finish reason on %q", body)
+		}
+	})
+}
+
+// FuzzInlineRefs: whatever schema a tool server publishes, inlining its
+// references ends (a type that holds itself included), never panics, and
+// gives valid JSON for valid JSON.
+func FuzzInlineRefs(f *testing.F) {
+	f.Add([]byte(pydanticPerson))
+	f.Add([]byte(`{"$defs":{"N":{"properties":{"c":{"$ref":"#/$defs/N"}}}},"properties":{"r":{"$ref":"#/$defs/N"}}}`))
+	f.Add([]byte(`{"definitions":{"A":{"$ref":"#/definitions/B"},"B":{"$ref":"#/definitions/A"}},"$ref":"#/definitions/A"}`))
+	f.Add([]byte(`{"$ref":1}`))
+	f.Fuzz(func(t *testing.T, schema []byte) {
+		out := inlineRefs(schema)
+		if json.Valid(schema) && !json.Valid(out) {
+			t.Errorf("inlineRefs(%s) = %s: not JSON", schema, out)
 		}
 	})
 }

@@ -343,7 +343,7 @@ func ToChatRequest(req *chain.Request) (*api.ChatRequest, error) {
 	for _, t := range req.Tools {
 		params := api.ToolFunctionParameters{Type: "object"}
 		if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-			if err := json.Unmarshal(t.Parameters, &params); err != nil {
+			if err := json.Unmarshal(inlineRefs(t.Parameters), &params); err != nil {
 				return nil, fmt.Errorf("tool %q: parameters: %w", t.Name, err)
 			}
 		}
