@@ -36,7 +36,8 @@ type textCalls struct {
 // <tool_call>{"name":…,"arguments":…}</tool_call> (one or more, with text
 // around them; a missing closing tag at the end is tolerated), design 003's
 // [TOOL:name:{json}], and, when bare is set, content that is only a JSON
-// object or array of {"name","arguments"}. Arguments may be an object or a
+// object or array of {"name","arguments"}, bare or alone in a Markdown code
+// fence (Qwen2.5-Coder's way, see unfence). Arguments may be an object or a
 // JSON string holding one. bare is for calls that offer tools: a JSON answer
 // to a call without tools is an answer, and there only design 003's exact
 // spelling "[TOOL:" counts, so that prose like "[Tool: hammer]" stays.
@@ -64,6 +65,9 @@ func parseTextCalls(content string, bare bool) textCalls {
 	}
 	if bare && len(out.calls) == 0 && out.bad == "" {
 		t := strings.TrimSpace(rest)
+		if body, ok := unfence(t); ok {
+			t = body
+		}
 		if t != "" && (t[0] == '{' || t[0] == '[') {
 			calls, err := decodeCalls(t)
 			switch {
@@ -81,6 +85,34 @@ func parseTextCalls(content string, bare bool) textCalls {
 		out.rest = strings.TrimSpace(rest)
 	}
 	return out
+}
+
+// fence opens and closes a Markdown code block.
+const fence = "```"
+
+// unfence returns the body of t when t is one Markdown code fence whose
+// language is none, json or xml: a call written so is still a call. Small
+// models do write them so: Qwen2.5-Coder puts its calls in a ```json fence
+// rather than in <tool_call> tags (vllm-project/vllm#32926), and llama.cpp's
+// Hermes 2 Pro parser unwraps the same fences (common/chat.cpp,
+// common_chat_parse_hermes_2_pro). Text around the fence makes it an
+// answer that shows JSON, not a call.
+func unfence(t string) (string, bool) {
+	nl := strings.IndexByte(t, '\n')
+	if nl < 0 || !strings.HasPrefix(t, fence) || !strings.HasSuffix(t[nl:], fence) || !fenceLang(t[len(fence):nl]) {
+		return "", false
+	}
+	return strings.TrimSpace(t[nl+1 : len(t)-len(fence)]), true
+}
+
+// fenceLang reports whether a fence's info string names a language a call
+// is written in: none, json or xml (llama.cpp's "```(?:xml|json)?").
+func fenceLang(info string) bool {
+	switch strings.TrimSpace(info) {
+	case "", "json", "xml":
+		return true
+	}
+	return false
 }
 
 // toolMarker is the start of a [TOOL:…] call, spelled as tools.ParseTextCalls
@@ -155,8 +187,9 @@ type wireCall struct {
 	Function   *wireCall       `json:"function"`
 }
 
-// decodeCalls reads a JSON call or array of calls. It returns errNotCall
-// for valid JSON of another shape, and a syntax error otherwise.
+// decodeCalls reads a JSON call, an array of calls, or calls written one
+// after the other. It returns errNotCall for valid JSON of another shape,
+// and a syntax error otherwise.
 func decodeCalls(s string) ([]ToolCall, error) {
 	if s == "" {
 		return nil, errors.New("it is empty")
@@ -169,13 +202,12 @@ func decodeCalls(s string) ([]ToolCall, error) {
 		if len(raws) == 0 {
 			return nil, errNotCall
 		}
-	} else {
-		if !json.Valid([]byte(s)) {
-			var v any
-			err := json.Unmarshal([]byte(s), &v)
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
+	} else if json.Valid([]byte(s)) {
 		raws = []json.RawMessage{json.RawMessage(s)}
+	} else if raws = jsonSequence(s); raws == nil {
+		var v any
+		err := json.Unmarshal([]byte(s), &v)
+		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
 	calls := make([]ToolCall, 0, len(raws))
 	for _, raw := range raws {
@@ -186,6 +218,31 @@ func decodeCalls(s string) ([]ToolCall, error) {
 		calls = append(calls, c)
 	}
 	return calls, nil
+}
+
+// jsonSequence splits s into the JSON objects written one after the
+// other in it, separated by whitespace or by ";": Llama 3.x writes several
+// calls as {…}; {…} (vLLM's llama3_json tool parser splits them on ";"),
+// Qwen2.5-Coder one per line. It returns nil when s is not only such
+// objects.
+func jsonSequence(s string) []json.RawMessage {
+	var out []json.RawMessage
+	for s != "" {
+		if s[0] != '{' {
+			return nil
+		}
+		dec := json.NewDecoder(strings.NewReader(s))
+		var raw json.RawMessage
+		if dec.Decode(&raw) != nil {
+			return nil
+		}
+		out = append(out, raw)
+		s = strings.TrimLeft(s[dec.InputOffset():], jsonSpace)
+		if rest, ok := strings.CutPrefix(s, ";"); ok {
+			s = strings.TrimLeft(rest, jsonSpace)
+		}
+	}
+	return out
 }
 
 // decodeCall reads one {"name","arguments"} object.
@@ -228,14 +285,15 @@ func callShaped(s string) bool {
 // showing part of a text tool call: content before from is already shown,
 // and the result is where a call starts or may still start (len(content)
 // when nowhere). With bare set, content whose first non-space byte opens a
-// JSON object or array of objects is held whole: it may be a call.
+// JSON object or array of objects, or a code fence that may hold one, is
+// held whole: it may be a call.
 func callSafe(content string, from int, bare bool) int {
 	if from == 0 {
 		t := strings.TrimLeft(content, jsonSpace)
 		if t == "" {
 			return 0
 		}
-		if bare && (t[0] == '{' || t[0] == '[' && openArray(t)) {
+		if bare && (t[0] == '{' || t[0] == '[' && openArray(t) || openFence(t)) {
 			return 0
 		}
 	}
@@ -254,6 +312,29 @@ func callSafe(content string, from int, bare bool) int {
 func openArray(t string) bool {
 	t = strings.TrimLeft(t[1:], jsonSpace)
 	return t == "" || t[0] == '{'
+}
+
+// openFence reports whether t may still be a code fence that unfence
+// reads as a call: "```", a language fenceLang accepts (or the start of
+// one), and on the next line a JSON object or array of objects, or
+// nothing yet.
+func openFence(t string) bool {
+	if len(t) < len(fence) {
+		return t == fence[:len(t)]
+	}
+	if t[:len(fence)] != fence {
+		return false
+	}
+	info, body, complete := strings.Cut(t[len(fence):], "\n")
+	if !complete {
+		info = strings.TrimSpace(info)
+		return strings.HasPrefix("json", info) || strings.HasPrefix("xml", info)
+	}
+	if !fenceLang(info) {
+		return false
+	}
+	body = strings.TrimLeft(body, jsonSpace)
+	return body == "" || body[0] == '{' || body[0] == '[' && openArray(body)
 }
 
 // mayStartCall reports whether s, starting with "<" or "[", is or may

@@ -59,6 +59,37 @@ func TestParseTextCalls(t *testing.T) {
 		{"prose marker without tools", "Pick [Tool: hammer] first.", false, nil, "Pick [Tool: hammer] first.", false, ""},
 		{"prose marker with tools is a call", "Pick [Tool: hammer] first.", true,
 			[]call{{Name: "hammer", Arguments: "{}"}}, "Pick  first.", false, ""},
+		// Qwen2.5-Coder writes its calls in a ```json fence rather than in
+		// <tool_call> tags (vllm-project/vllm#32926: 100% of its calls
+		// without a format instruction; ardanlabs/kronk#950), and
+		// llama.cpp's Hermes 2 Pro parser unwraps such a fence
+		// (common/chat.cpp, common_chat_parse_hermes_2_pro: "```(?:xml|json)?\n").
+		{"call in a json fence", "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.md\"}}\n```", true,
+			[]call{{Name: "read_file", Arguments: `{"path": "notes.md"}`}}, "", false, ""},
+		{"call in a plain fence, closer on its line", "\n```\n{\"name\": \"list_dir\", \"arguments\": {}} ```\n", true,
+			[]call{{Name: "list_dir", Arguments: `{}`}}, "", false, ""},
+		{"calls in an xml fence", "```xml\n[{\"name\": \"a\", \"arguments\": {}}]\n```", true,
+			[]call{{Name: "a", Arguments: `{}`}}, "", false, ""},
+		{"broken call in a fence", "```json\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}\n```", true,
+			nil, "", true, "read_file"},
+		{"fenced json of another shape is an answer", "```json\n{\"name\": \"Ada\", \"age\": 36}\n```", true,
+			nil, "```json\n{\"name\": \"Ada\", \"age\": 36}\n```", false, ""},
+		{"fenced call without tools is an answer", "```json\n{\"name\": \"a\", \"arguments\": {}}\n```", false,
+			nil, "```json\n{\"name\": \"a\", \"arguments\": {}}\n```", false, ""},
+		{"python fence is an answer", "```python\nprint({\"name\": 1})\n```", true,
+			nil, "```python\nprint({\"name\": 1})\n```", false, ""},
+		// Llama 3.x writes several calls as objects separated by "; "
+		// (vLLM's llama3_json parser, vllm/entrypoints/openai/tool_parsers/
+		// llama_tool_parser.py); Qwen2.5-Coder one per line.
+		{"llama calls separated by semicolons", `{"name": "read_file", "parameters": {"path": "a.txt"}}; {"name": "list_dir", "parameters": {"path": "."}}`, true,
+			[]call{{Name: "read_file", Arguments: `{"path": "a.txt"}`}, {Name: "list_dir", Arguments: `{"path": "."}`}}, "", false, ""},
+		{"calls one per line in a fence", "```json\n{\"name\": \"a\", \"arguments\": {}}\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n```", true,
+			[]call{{Name: "a", Arguments: `{}`}, {Name: "b", Arguments: `{"x": 1}`}}, "", false, ""},
+		{"json lines of another shape are an answer", "{\"a\": 1}\n{\"b\": 2}", true, nil, "{\"a\": 1}\n{\"b\": 2}", false, ""},
+		{"a call then prose is broken", `{"name": "a", "arguments": {}} and then I answer.`, true, nil, "", true, "a"},
+		{"a call then a broken one", `{"name": "a", "arguments": {}}; {"name": "b", "arguments": {`, true, nil, "", true, "a"},
+		{"fenced call with prose after is an answer", "```json\n{\"name\": \"a\", \"arguments\": {}}\n```\nThat is how to call it.", true,
+			nil, "```json\n{\"name\": \"a\", \"arguments\": {}}\n```\nThat is how to call it.", false, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,6 +136,16 @@ func TestCallSafe(t *testing.T) {
 		{"from skips shown text", "<tool_call> is a tag. <b", 22, true, 24},
 		{"prose marker without tools", "ok [Tool: x", 0, false, 11},
 		{"exact marker without tools", "ok [TOO", 0, false, 3},
+		// A fenced call (see TestParseTextCalls) is held like a bare one
+		// while it may still be one.
+		{"fence prefix", " `", 0, true, 0},
+		{"json fence opening", "```js", 0, true, 0},
+		{"json fence then object", "```json\n  {\"na", 0, true, 0},
+		{"plain fence then array", "```\n[{", 0, true, 0},
+		{"python fence", "```py", 0, true, 5},
+		{"json fence then prose", "```json\nnot", 0, true, 11},
+		{"json fence without tools", "```json\n{", 0, false, 9},
+		{"backticks in prose", "`x` is", 0, true, 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

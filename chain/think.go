@@ -34,12 +34,13 @@ const (
 //
 // Only a think block at the head of the content counts (leading whitespace
 // is tolerated); a <think> later in the text is content, as the model meant
-// it. Tags may be split across pieces at any byte. Content that cannot start
-// a think block passes through at once: bytes are held back only while they
-// could still be the start of a tag. Whitespace right after either tag is
-// dropped, as Ollama's own parser does, so a reply does not start with the
-// blank lines that follow </think>. An unclosed think block at the end of the
-// stream was reasoning.
+// it. A text tool call (<tool_call>{…) inside the block ends it too: the
+// call is content. Tags may be split across pieces at any byte. Content
+// that cannot start a think block passes through at once: bytes are held
+// back only while they could still be the start of a tag. Whitespace right
+// after either tag is dropped, as Ollama's own parser does, so a reply does
+// not start with the blank lines that follow </think>. An unclosed think
+// block at the end of the stream was reasoning.
 //
 // The zero value is ready to use; a ThinkSplitter serves one stream.
 type ThinkSplitter struct {
@@ -80,12 +81,27 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 
 		case thinkInside:
 			text := s.held + rest
-			if i := strings.Index(text, thinkClose); i >= 0 {
+			i := strings.Index(text, thinkClose)
+			if j, open := callIn(text); j >= 0 && (i < 0 || j < i) {
+				if open {
+					// "<tool_call>" and only space yet: a call or prose?
+					s.held = text[j:]
+					return "", text[:j]
+				}
+				// Qwen3 may open a tool call without closing its
+				// reasoning: the call ends it, as in Ollama's own qwen3
+				// parser (model/parsers/qwen3.go), and is content, where
+				// the text calls are read.
+				reasoning = text[:j]
+				s.held, s.state, rest = "", thinkDone, text[j:]
+				continue
+			}
+			if i >= 0 {
 				reasoning = text[:i]
 				s.held, s.state, rest = "", thinkEatTrail, text[i+len(thinkClose):]
 				continue
 			}
-			n := partialSuffix(text, thinkClose)
+			n := max(partialSuffix(text, thinkClose), partialSuffix(text, callOpen))
 			s.held = text[len(text)-n:]
 			return "", text[:len(text)-n]
 
@@ -111,6 +127,29 @@ func (s *ThinkSplitter) Flush() (content, reasoning string) {
 	}
 	*s = ThinkSplitter{}
 	return content, reasoning
+}
+
+// callIn returns where a text tool call starts in text: a <tool_call> tag
+// whose body starts with "{" or "[", as parseTextCalls reads it (a tag
+// followed by prose is the model writing about the tag). open reports a
+// tag followed by nothing but space so far, which may still be either. It
+// returns -1 when there is none.
+func callIn(text string) (at int, open bool) {
+	for from := 0; ; {
+		k := strings.Index(text[from:], callOpen)
+		if k < 0 {
+			return -1, false
+		}
+		k += from
+		body := strings.TrimLeft(text[k+len(callOpen):], jsonSpace)
+		switch {
+		case body == "":
+			return k, true
+		case body[0] == '{' || body[0] == '[':
+			return k, false
+		}
+		from = k + len(callOpen)
+	}
 }
 
 // partialSuffix returns the length of the longest suffix of text that is a

@@ -14,6 +14,19 @@ func splitWhole(s string) (content, reasoning string) {
 	}
 	t = strings.TrimLeft(t[len(thinkOpen):], thinkSpace)
 	i := strings.Index(t, thinkClose)
+	// A tool call (the tag, then a JSON body) before </think> ends the
+	// reasoning and is content.
+	for from := 0; ; {
+		k := strings.Index(t[from:], callOpen)
+		if k < 0 || i >= 0 && from+k > i {
+			break
+		}
+		k += from
+		if body := strings.TrimLeft(t[k+len(callOpen):], jsonSpace); body != "" && (body[0] == '{' || body[0] == '[') {
+			return t[k:], t[:k]
+		}
+		from = k + 1
+	}
 	if i < 0 {
 		return "", t
 	}
@@ -58,6 +71,16 @@ var thinkCases = []struct {
 	{"lt signs in reasoning", "<think>x < y << z </</think>done", "done", "x < y << z </"},
 	{"unicode", "<think>réfléchis 🤔</think>Réponse: 42 ✓", "Réponse: 42 ✓", "réfléchis 🤔"},
 	{"only tags", "<think></think>", "", ""},
+	// Qwen3 may open a tool call inside its reasoning without closing it:
+	// Ollama's qwen3 parser ends the reasoning there (ollama/ollama
+	// model/parsers/qwen3.go: "If a tool call starts before </think>,
+	// treat that as the end of thinking").
+	{"call before close ends reasoning", "<think>\nI need the notes.\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.md\"}}\n</tool_call>",
+		"<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"notes.md\"}}\n</tool_call>", "I need the notes.\n"},
+	{"call array before close", "<think>two files<tool_call> [{", "<tool_call> [{", "two files"},
+	{"call tag named in reasoning", "<think>Qwen writes <tool_call> tags.</think>ok", "ok", "Qwen writes <tool_call> tags."},
+	{"call tag at the end of unclosed reasoning", "<think>a <tool_call>\n", "", "a <tool_call>\n"},
+	{"call after close is content", "<think>a</think><tool_call>{}", "<tool_call>{}", "a"},
 }
 
 func TestThinkSplitterWhole(t *testing.T) {
