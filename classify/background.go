@@ -90,6 +90,30 @@ var backgroundRequests = []struct{ opening, name string }{
 	// d8751a6ab077f9bb9b4fd66a7d55587c512751ac).
 	{"Analyze this conversation and provide:\n1. The detected language of the conversation", "LibreChat's title generation"},
 	{"Provide a concise, 5-word-or-less title for the conversation, using title case conventions.", "LibreChat's title generation"},
+	// opencode's compaction (/compact, and automatic when the context
+	// fills up): the conversation, then this prompt and a template as a
+	// user message, tools off ("Do not call any tools"); "detailed" and
+	// the template's list made it reflexive (the default prompt of
+	// packages/opencode/src/session/compaction.ts in anomalyco/opencode,
+	// formerly sst/opencode, at 001aa6cc6a2164fe2e836df9f07d11debff1722d).
+	// Later versions send one user message, the instruction, the template
+	// and the conversation, serialized ("[User]: …"): a new summary, or an
+	// update of the previous one (buildPrompt of
+	// packages/core/src/session/compaction.ts at
+	// 8b9b5784164ba1fbdc21be26608bdb9b88f50874).
+	{"Provide a detailed prompt for continuing our conversation above.", "opencode's compaction"},
+	{"Create a new anchored summary from the conversation history.", "opencode's compaction"},
+	{"Update the anchored summary below using the conversation history above.", "opencode's compaction"},
+	// Crush's session title, asked of its small model (then of its large
+	// one) after the first prompt, with max_tokens 40: this line, then the
+	// user's prompt; and its summary (/summarize, and automatic near the
+	// window's end): the conversation, then this line, the todo list after
+	// it when there is one (GenerateTitle and buildSummaryPrompt of
+	// internal/agent/agent.go in charmbracelet/crush at
+	// 37f36e93824e5c4f892e4a817f7f628e2682fe14). "detailed" made the
+	// summary reflexive, and the prompt made the title reflexive when it was.
+	{"Generate a concise title for the following content:", "Crush's title generation"},
+	{"Provide a detailed summary of our conversation above.", "Crush's summary"},
 }
 
 // backgroundSystems are requests clients make of their own that are known
@@ -115,6 +139,15 @@ var backgroundSystems = []struct{ opening, holds, name string }{
 	// diff as the user message (aider/repo.py).
 	{"*Briefly* summarize this partial conversation about programming.", "Start the summary with \"I asked you...\".", "Aider's chat summary"},
 	{"You are an expert software engineer that generates concise, one-line Git commit messages based on the provided diffs.", "Reply only with the one-line commit message", "Aider's commit message"},
+	// opencode's session title, asked after the first prompt with its title
+	// agent's prompt as the system message; the user messages are "Generate
+	// a title for this conversation:" and then the user's first message,
+	// the newest, which is why the user message cannot tell it
+	// (packages/opencode/src/agent/prompt/title.txt in anomalyco/opencode at
+	// 39e049e7ea17a2272194298d1a8c270f2b018948; ensureTitle of
+	// packages/opencode/src/session/prompt.ts in sst/opencode at
+	// fe07238773e776ac68ca4a1f42c27626583f1c88).
+	{"You are a title generator. You output ONLY a thread title.", "Generate a brief title that would help the user find this conversation later.", "opencode's title generation"},
 }
 
 // BackgroundSystem names the client's own request that a request's

@@ -39,6 +39,10 @@ var defaultIgnoreBlocks = []string{
 	// OpenHands: the workspace context it recalls as a user message.
 	"RUNTIME_INFORMATION", "REPOSITORY_INFO", "REPOSITORY_INSTRUCTIONS", "EXTRA_INFO",
 	"CONVERSATION_INSTRUCTIONS",
+	// Crush: the files the user attaches, after the prompt, announced by a
+	// <system_info> line, each in <file path='…'> (PromptWithTextAttachments
+	// of internal/message/content.go in charmbracelet/crush at 37f36e93).
+	"system_info", "file",
 }
 
 // Tags around the user's words: the tags go, their text stays and is judged.
@@ -59,6 +63,30 @@ const (
 	agentsMDStart = "# AGENTS.md instructions for "
 	agentsMDTag   = "INSTRUCTIONS"
 	agentsMDName  = "AGENTS.md"
+)
+
+// Zed's agent puts what the user @-mentions (files, symbols, threads,
+// rules) after the user's words in a <context> block that opens with this
+// line ("They are up-to-date and don't need to be re-read." follows, or in
+// its earlier agent "You don't need to use other tools to read them."),
+// each piece a text part of its own (UserMessage::to_request of
+// crates/agent/src/thread.rs in zed-industries/zed). Only that block is
+// set aside: a <context> block a user writes is the user's.
+const (
+	zedContextTag     = "context"
+	zedContextOpening = "\nThe following items were attached by the user."
+	zedContextName    = "Zed's attached context"
+)
+
+// opencode turns each file the user @-mentions into two text parts after
+// the user's own words: "Called the Read tool with the following input:
+// {…}" and the read tool's output, the file numbered (createUserMessage of
+// packages/opencode/src/session/prompt.ts in sst/opencode at fe072387; its
+// TUI sends the words first, then the mentions). From the first of them to
+// the end, the message is opencode's.
+const (
+	opencodeRead     = "Called the Read tool with the following input: {"
+	opencodeReadName = "opencode's attached file"
 )
 
 // Aider (aider/coders/*_prompts.py) appends its edit format's rules to the
@@ -113,7 +141,8 @@ type tagKind uint8
 const (
 	setAside tagKind = iota + 1
 	unwrap
-	agentsMD // <INSTRUCTIONS>, set aside only under Codex's heading
+	agentsMD   // <INSTRUCTIONS>, set aside only under Codex's heading
+	zedContext // <context>, set aside only when Zed's line opens it
 )
 
 // Blocks finds the user's own words in a user message: it sets aside the
@@ -146,6 +175,7 @@ func NewBlocks(extra []string) *Blocks {
 		b.kinds[n] = setAside
 	}
 	b.kinds[agentsMDTag] = agentsMD
+	b.kinds[zedContextTag] = zedContext
 	for _, n := range extra {
 		if n != "" {
 			b.kinds[n] = setAside
@@ -471,6 +501,10 @@ func (b *Blocks) cut(s string, pairs []pair) Words {
 		case agentsMD:
 			if h, ok := agentsMDHeading(s, p.open.start); ok {
 				spans = append(spans, span{start: h, end: p.close.end, aside: agentsMDName})
+			}
+		case zedContext:
+			if strings.HasPrefix(s[p.open.end:], zedContextOpening) {
+				spans = append(spans, span{start: p.open.start, end: p.close.end, aside: zedContextName})
 			}
 		case unwrap:
 			spans = append(spans,

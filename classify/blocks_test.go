@@ -87,6 +87,12 @@ func TestWords(t *testing.T) {
 		{"a rules heading of the user's own", "# File editing rules: what are they?", Words{Text: "# File editing rules: what are they?"}},
 		{"brackets that are no tool result", "[x] Results: fine", Words{Text: "[x] Results: fine"}},
 		{"markdown checkbox", "[ ] Result: todo", Words{Text: "[ ] Result: todo"}},
+		{"Crush's attached files after the prompt", "What is 2+2?\n<system_info>attached</system_info>\n<file path='main.go'>\n\npackage main\n</file>\n",
+			Words{Text: "What is 2+2?", Aside: []Aside{aside("system_info", 1, 35), aside("file", 1, 43)}}},
+		{"Zed's context after the words", "Why? [@a.go](file:///a.go)<context>\nThe following items were attached by the user. They are up-to-date.\n\n<files>\nx\n</files>\n</context>",
+			Words{Text: "Why? [@a.go](file:///a.go)", Aside: []Aside{aside(zedContextName, 1, 108)}}},
+		{"a context block of the user's own", "<context>We run Go 1.23.</context> Why is it slow?",
+			Words{Text: "<context>We run Go 1.23.</context> Why is it slow?"}},
 	}
 	b := NewBlocks(nil)
 	for _, tt := range tests {
@@ -172,6 +178,8 @@ func TestJudge(t *testing.T) {
 func TestJudgeLastTextPart(t *testing.T) {
 	file := "```main.go\npackage main\n\n// 1. routes\n// 2. middleware\n```\n"
 	reminder := "<system-reminder>ctx</system-reminder>"
+	zedOpen := "<context>\nThe following items were attached by the user. They are up-to-date and don't need to be re-read.\n\n"
+	read := `Called the Read tool with the following input: {"filePath":"/a.go"}`
 	tests := []struct {
 		name string
 		msg  UserMessage
@@ -185,6 +193,17 @@ func TestJudgeLastTextPart(t *testing.T) {
 		{"the task, then only blocks", UserMessage{Text: "<task>List the files</task>" + "<environment_details>x</environment_details>", Lead: len("<task>List the files</task>")},
 			Judged{Words: Words{Text: "List the files", Wrapper: "task", Aside: []Aside{aside("environment_details", 1, len("<environment_details>x</environment_details>"))}}}},
 		{"a lead past the text is ignored", UserMessage{Text: "hi", Lead: 10}, Judged{Words: Words{Text: "hi"}}},
+		// Zed's agent: the words, then "<context>…", the files and
+		// "</context>", each a part; the block runs across the last parts.
+		{"a block across the last part", UserMessage{Text: "Why?" + zedOpen + "<files>\nx\n</files>\n" + "</context>", Lead: len("Why?" + zedOpen + "<files>\nx\n</files>\n")},
+			Judged{Words: Words{Text: "Why?", Aside: []Aside{aside(zedContextName, 1, len(zedOpen+"<files>\nx\n</files>\n</context>"))}}}},
+		// opencode: the words, then a read announced and its output for
+		// each mentioned file, parts joined without a separator.
+		{"opencode's reads after the question", UserMessage{Text: "What is 2+2? @a.go" + read + "<path>/a.go</path>" + read + "<path>/b.go</path>", Lead: len("What is 2+2? @a.go" + read + "<path>/a.go</path>" + read)},
+			Judged{Words: Words{Text: "What is 2+2? @a.go", Aside: []Aside{aside(opencodeReadName, 2, 2*len(read)+len("<path>/a.go</path><path>/b.go</path>"))}}}},
+		// The words after the reads (files put first) are the last part.
+		{"opencode's reads before the question", UserMessage{Text: read + "<path>/a.go</path>" + "Why?", Lead: len(read + "<path>/a.go</path>")},
+			Judged{Words: Words{Text: "Why?", Aside: []Aside{aside(attachedName, 1, len(read+"<path>/a.go</path>"))}}}},
 	}
 	b := NewBlocks(nil)
 	for _, tt := range tests {
@@ -373,6 +392,10 @@ func FuzzWords(f *testing.F) {
 			if strings.Contains(s, "<"+name) || strings.Contains(s, "</"+name) {
 				return
 			}
+		}
+		// Nor of Zed's <context>, set aside by what it holds.
+		if strings.Contains(s, "<"+zedContextTag) || strings.Contains(s, "</"+zedContextTag) {
+			return
 		}
 		if strings.Count(s, "<") > maxTags {
 			return // the reference reads every tag

@@ -520,6 +520,9 @@ func TestBackgroundSystem(t *testing.T) {
 		{`Available Tools: [{"name":"get_weather"}]` + task, "Open WebUI's tool selection"},
 		{"Available Tools: none today. Be brief.", ""},
 		{"You are a helpful assistant." + task, ""},
+		// opencode's title agent; a user's own title bot is not it.
+		{"You are a title generator. You output ONLY a thread title. Nothing else.\n\n<task>\nGenerate a brief title that would help the user find this conversation later.\n", "opencode's title generation"},
+		{"You are a title generator. You output ONLY a thread title. Use five words.", ""},
 		{"", ""},
 	} {
 		if got := BackgroundSystem(tt.system); got != tt.want {

@@ -2,6 +2,7 @@ package classify
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -82,9 +83,21 @@ func (b *Blocks) Judge(next func() (UserMessage, bool)) Judged {
 // each @-mention (a file as a fenced block, a folder, docs) as a text part
 // before the user's words: only the last part is judged, and the earlier
 // ones are set aside whole. Clients whose earlier parts are only blocks
-// (Qwen Code's and Claude Code's reminders) are read as one text.
+// (Qwen Code's and Claude Code's reminders) are read as one text, and so
+// are parts that a block runs across (Zed's agent sends "<context>…", the
+// files and "</context>" as parts of their own, after the words). opencode
+// puts the words first and the files the user mentions after them, each
+// announced by a part of its own: from the first, the message is set aside.
 func (b *Blocks) lastPart(m UserMessage) Words {
 	if m.Lead <= 0 || m.Lead >= len(m.Text) {
+		return b.Words(m.Text)
+	}
+	if i := strings.Index(m.Text, opencodeRead); i > 0 {
+		w := b.Words(m.Text[:i])
+		w.Aside = append(w.Aside, Aside{Name: opencodeReadName, Count: strings.Count(m.Text[i:], opencodeRead), Bytes: len(m.Text) - i})
+		return w
+	}
+	if b.crosses(m.Text, m.Lead) {
 		return b.Words(m.Text)
 	}
 	last := b.Words(m.Text[m.Lead:])
@@ -93,6 +106,18 @@ func (b *Blocks) lastPart(m UserMessage) Words {
 	}
 	last.Aside = append(last.Aside, Aside{Name: attachedName, Count: 1, Bytes: m.Lead})
 	return last
+}
+
+// crosses reports whether a pair of known tags in s opens before at and
+// closes after it.
+func (b *Blocks) crosses(s string, at int) bool {
+	var pairBuf [16]pair
+	for _, p := range b.pair(s, pairBuf[:0]) {
+		if p.open.start < at && p.close.end > at {
+			return true
+		}
+	}
+	return false
 }
 
 // attachedName names, in Aside, the text parts before the last one.
@@ -243,7 +268,7 @@ func partsReason(n int, name string) string {
 // appendAsideName writes a tag name in its brackets; the names of whole
 // messages ("AGENTS.md", "tool result") and of parts as they are.
 func appendAsideName(b []byte, name string) []byte {
-	if name == agentsMDName || name == toolResultName || name == aiderName || name == owuiRAGName || name == owuiCodeName || name == imagePartName || name == filePartName || name == attachedName {
+	if name == agentsMDName || name == toolResultName || name == aiderName || name == owuiRAGName || name == owuiCodeName || name == imagePartName || name == filePartName || name == attachedName || name == zedContextName || name == opencodeReadName {
 		return append(b, name...)
 	}
 	b = append(b, '<')
