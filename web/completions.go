@@ -43,6 +43,11 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	if strings.EqualFold(header(c, hRender), config.RenderDetails) {
 		render = config.RenderDetails
 	}
+	if wire.format != nil {
+		// An answer asked in JSON is parsed by the client: the stage
+		// blocks before it would break the parse.
+		render = ""
+	}
 	c.Header("X-Chain-Trace-Id", traceID)
 	objID := s.objectID(c, traceID)
 	fail := func(err error) { s.fail(c, err) }

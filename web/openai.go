@@ -21,6 +21,10 @@ import (
 // chatRequest is the subset of OpenAI's CreateChatCompletionRequest the proxy
 // understands. Unknown fields are ignored, as OpenAI's own server does for
 // fields it does not use.
+//
+// It has 16 JSON fields, goccy/go-json's most for matching keys without
+// regard to case as encoding/json does: with more, unmarshal's fast path
+// would read {"Messages": …} as no messages (TestChatRequestKeys).
 type chatRequest struct {
 	Model            string          `json:"model"`
 	Messages         []wireMessage   `json:"messages"`
@@ -36,6 +40,7 @@ type chatRequest struct {
 	Seed             *int64          `json:"seed"`
 	N                *int            `json:"n"`
 	User             string          `json:"user"`
+	ResponseFormat   json.RawMessage `json:"response_format"`
 	// KeepAlive is Ollama's keep_alive, which Ollama's OpenAI layer does
 	// not take either: a duration string, seconds, -1 or 0.
 	KeepAlive json.RawMessage `json:"keep_alive"`
@@ -44,6 +49,9 @@ type chatRequest struct {
 	choice    chain.ToolChoice
 	stops     []string
 	keepAlive *time.Duration
+	// format is response_format as the chain's Params.Format: a JSON
+	// schema, "json", or nil for text.
+	format json.RawMessage
 }
 
 type streamOptions struct {
@@ -144,7 +152,11 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		return nil, invalid("top_p", "top_p must be between 0 and 1, got %v", *p)
 	}
 	if m := req.maxTokens(); m != nil && *m < 1 {
-		return nil, invalid("max_tokens", "max_tokens must be at least 1, got %d", *m)
+		param := "max_tokens"
+		if req.MaxCompletionTok != nil {
+			param = "max_completion_tokens"
+		}
+		return nil, invalid(param, "%s must be at least 1, got %d", param, *m)
 	}
 	for i, t := range req.Tools {
 		if t.Type != "function" {
@@ -162,6 +174,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		return nil, err
 	}
 	if req.keepAlive, err = decodeKeepAlive(req.KeepAlive); err != nil {
+		return nil, err
+	}
+	if req.format, err = req.responseFormat(); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -247,6 +262,54 @@ func (r *chatRequest) toolChoice() (chain.ToolChoice, error) {
 	return chain.ToolChoice{}, invalid("tool_choice", "tool_choice names function %q, which is not in tools", obj.Function.Name)
 }
 
+// responseFormat reads response_format: {"type": "text"}, {"type":
+// "json_object"}, or {"type": "json_schema", "json_schema": {"name",
+// "schema", "strict"}}, which the SDKs' chat.completions.parse send before
+// parsing the answer as JSON. The answering node gets it as the chain's
+// format, which holds its output to the schema (Ollama's format, an
+// OpenAI-compatible server's response_format); one the proxy cannot pass
+// on is refused, since an answer in prose would fail the client's parse.
+func (r *chatRequest) responseFormat() (json.RawMessage, error) {
+	if absent(r.ResponseFormat) {
+		return nil, nil
+	}
+	var f struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Name   string          `json:"name"`
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(r.ResponseFormat, &f); err != nil {
+		return nil, invalid("response_format", "response_format must be an object with a type (text, json_object or json_schema)")
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		return json.RawMessage(`"json"`), nil
+	case "json_schema":
+	default:
+		return nil, invalid("response_format.type", "response_format.type %q is not one of text, json_object, json_schema", f.Type)
+	}
+	if f.JSONSchema == nil {
+		return nil, invalid("response_format.json_schema", "missing required parameter response_format.json_schema")
+	}
+	if f.JSONSchema.Name == "" {
+		return nil, invalid("response_format.json_schema.name", "missing required parameter response_format.json_schema.name")
+	}
+	schema := bytes.TrimSpace(f.JSONSchema.Schema)
+	switch {
+	case absent(schema):
+		// The schema is optional in OpenAI's description: the answer
+		// must still be JSON.
+		return json.RawMessage(`"json"`), nil
+	case schema[0] != '{':
+		return nil, invalid("response_format.json_schema.schema", "response_format.json_schema.schema must be a JSON schema object")
+	}
+	return schema, nil
+}
+
 func (r *chatRequest) stop() ([]string, error) {
 	raw := bytes.TrimSpace(r.Stop)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -267,7 +330,9 @@ func (r *chatRequest) stop() ([]string, error) {
 func (r *chatRequest) toRunRequest() *chain.RunRequest {
 	msgs := make([]chain.Message, len(r.Messages))
 	for i, m := range r.Messages {
-		msgs[i] = chain.Message{Role: m.Role, Content: m.text, Parts: m.parts, Lead: m.lead, ToolCallID: m.ToolCallID, Name: m.Name}
+		// An assistant's reasoning_content, as the proxy's answers write
+		// it, goes back to the nodes that take it (Ollama's thinking).
+		msgs[i] = chain.Message{Role: m.Role, Content: m.text, Parts: m.parts, Lead: m.lead, Reasoning: m.ReasoningContent, ToolCallID: m.ToolCallID, Name: m.Name}
 		for _, tc := range m.ToolCalls {
 			msgs[i].ToolCalls = append(msgs[i].ToolCalls, chain.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -288,6 +353,7 @@ func (r *chatRequest) toRunRequest() *chain.RunRequest {
 			MaxTokens:   r.maxTokens(),
 			Stop:        r.stops,
 			Seed:        r.Seed,
+			Format:      r.format,
 		},
 	}
 }
