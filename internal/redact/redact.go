@@ -29,11 +29,19 @@ const Mask = "***"
 const MinSecret = 6
 
 var (
-	bearerRe = regexp.MustCompile(`(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=:-]+`)
+	// bearerRe matches a scheme and what follows it; maskCredential
+	// decides whether that is a credential or a word of prose.
+	bearerRe = regexp.MustCompile(`(?i)\b(?:bearer|basic)\s+[A-Za-z0-9._~+/=:-]+`)
 	// keyRe matches keys of well-known providers by their prefix: OpenAI
 	// and compatibles (sk-), Groq (gsk_), Google (AIza), Hugging Face
-	// (hf_), GitHub (ghp_, github_pat_), Slack (xox?-), AWS (AKIA).
-	keyRe = regexp.MustCompile(`\b(sk-|gsk_|hf_|ghp_|gho_|github_pat_|xox[abprs]-)[A-Za-z0-9_-]{6,}|\bAIza[A-Za-z0-9_-]{20,}|\bAKIA[A-Z0-9]{12,}`)
+	// (hf_), GitHub (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), Slack
+	// (xox?-), AWS (AKIA, and ASIA for temporary keys). A bare "sk-" or
+	// "hf_" also starts ordinary names (the CSS class sk-fading-circle,
+	// huggingface_hub's hf_hub_download), so it needs a key's length:
+	// OpenAI's are 48 characters or more after it, unless they carry a
+	// project, service account, admin or Anthropic prefix; Hugging Face's
+	// are 34 letters or digits, with no underscore.
+	keyRe = regexp.MustCompile(`\b(?:sk-(?:proj|svcacct|admin|ant)-[A-Za-z0-9_-]{6,}|sk-[A-Za-z0-9_-]{20,}|hf_[A-Za-z0-9]{30,}|(?:gsk_|gh[pousr]_|github_pat_|xox[abprs]-)[A-Za-z0-9_-]{6,})|\bAIza[A-Za-z0-9_-]{20,}|\b(?:AKIA|ASIA)[A-Z0-9]{12,}`)
 	urlRe = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>]+`)
 )
 
@@ -82,7 +90,7 @@ func patterns(s string) string {
 		s = urlRe.ReplaceAllStringFunc(s, URL)
 	}
 	if hasScheme(s) {
-		s = bearerRe.ReplaceAllString(s, "${1}${2}"+Mask)
+		s = bearerRe.ReplaceAllStringFunc(s, maskCredential)
 	}
 	for _, p := range keyPrefixes {
 		// The regexp is slow on long text; a prefix search is not.
@@ -125,7 +133,7 @@ func mayMatch(s string) bool {
 }
 
 // keyPrefixes are the prefixes keyRe looks for.
-var keyPrefixes = []string{"sk-", "gsk_", "hf_", "ghp_", "gho_", "github_pat_", "xox", "AIza", "AKIA"}
+var keyPrefixes = []string{"sk-", "gsk_", "hf_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "AIza", "AKIA", "ASIA"}
 
 // maskKey keeps a key's prefix, which says which provider it was for.
 func maskKey(k string) string {
@@ -141,6 +149,41 @@ func maskKey(k string) string {
 		return k[:4] + Mask
 	}
 	return Mask
+}
+
+// maskCredential masks what follows "Bearer" or "Basic" in m (a bearerRe
+// match) when it is a credential, and returns m unchanged when it is a
+// word: "Basic usage", "the bearer of", "a Bearer token." are prose, and
+// masking them would garble every text that mentions HTTP authentication.
+// A Basic credential is "user:password" in base64 (RFC 7617), or in clear;
+// a bearer token is a word only when it is letters alone, which generated
+// tokens (digits, '.', '-', '_' …) almost never are. A sentence's final
+// '.' or ':' is kept outside the mask.
+func maskCredential(m string) string {
+	i := strings.IndexAny(m, " \t\n\f\r") // bearerRe's \s
+	scheme := m[:i]
+	rest := strings.TrimLeft(m[i:], " \t\n\f\r")
+	token := strings.TrimRight(rest, ".:")
+	if strings.EqualFold(scheme, "basic") {
+		if !strings.Contains(token, ":") && !strings.Contains(decodeBase64(token), ":") {
+			return m
+		}
+	} else if strings.IndexFunc(token, notLetter) < 0 {
+		return m
+	}
+	return m[:len(m)-len(rest)] + Mask + rest[len(token):]
+}
+
+func notLetter(r rune) bool { return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') }
+
+// decodeBase64 is s decoded, with or without its padding; "" when it is
+// not base64.
+func decodeBase64(s string) string {
+	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(s, "="))
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // schemeWords are what hasScheme looks for.
@@ -171,12 +214,19 @@ type Redactor struct {
 }
 
 // New returns a Redactor of the given secret values; values shorter than
-// MinSecret and duplicates are left out.
+// MinSecret and duplicates are left out. A value with a "/" is also masked
+// as JSON may spell it, "\/" (PHP's json_encode does by default): a
+// server echoing a base64 credential in JSON writes it so.
 func New(secrets ...string) Redactor {
 	var keep []string
 	for _, s := range secrets {
-		if len(s) >= MinSecret && !slices.Contains(keep, s) {
-			keep = append(keep, s)
+		if len(s) < MinSecret {
+			continue
+		}
+		for _, v := range []string{s, strings.ReplaceAll(s, "/", `\/`)} {
+			if !slices.Contains(keep, v) {
+				keep = append(keep, v)
+			}
 		}
 	}
 	if len(keep) == 0 {
@@ -218,8 +268,7 @@ func FromConfig(cfg *config.Config) Redactor {
 		s = append(s, urlSecrets(n.BaseURL)...)
 	}
 	for _, h := range cfg.Tools.HTTP {
-		s = append(s, urlSecrets(h.URL)...)
-		s = append(s, headerSecrets(h.Headers)...)
+		s = append(s, httpToolSecrets(h)...)
 	}
 	for _, m := range cfg.Tools.MCP {
 		s = append(s, urlSecrets(m.URL)...)
@@ -235,6 +284,16 @@ func FromConfig(cfg *config.Config) Redactor {
 	s = append(s, urlSecrets(cfg.Telemetry.Endpoint)...)
 	s = append(s, urlSecrets(cfg.Telemetry.TracesEndpoint)...)
 	return New(s...)
+}
+
+// HTTPTool returns a Redactor of the secrets one HTTP tool is configured
+// with: its URL's user-info and query values and its headers' values, the
+// secrets its endpoint is sent and so can echo. The tool uses it where it
+// cuts an answer (Cut), before the process's Redactor sees the answer.
+func HTTPTool(h config.HTTPTool) Redactor { return New(httpToolSecrets(h)...) }
+
+func httpToolSecrets(h config.HTTPTool) []string {
+	return append(urlSecrets(h.URL), headerSecrets(h.Headers)...)
 }
 
 // plainEnv are variables that describe the machine, not a credential.

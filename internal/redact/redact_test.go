@@ -217,3 +217,83 @@ func BenchmarkRequestLogLine(b *testing.B) {
 	b.Run("patterns", func(b *testing.B) { line(b, Redactor{}.Handler(slog.NewTextHandler(io.Discard, nil))) })
 	b.Run("secrets", func(b *testing.B) { line(b, FromConfig(hostileConfig()).Handler(slog.NewTextHandler(io.Discard, nil))) })
 }
+
+// TestTextKeyShapes: keys in the shapes providers issue them are masked
+// with no configuration. The shapes are those of gitleaks' rules
+// (github.com/gitleaks/gitleaks, cmd/generate/config/rules: openai.go,
+// anthropic.go, github.go, aws.go, huggingface.go, groq.go) and RFC 7617
+// (Basic is the base64 of "user:password").
+func TestTextKeyShapes(t *testing.T) {
+	alnum := func(n int) string { return strings.Repeat("aB3dE7", n)[:n] }
+	tests := []struct{ name, in, want string }{
+		{"openai project", "key sk-proj-" + alnum(74) + "T3BlbkFJ" + alnum(74) + " refused", "key sk-*** refused"},
+		{"openai legacy", "OPENAI_API_KEY=sk-" + alnum(48), "OPENAI_API_KEY=sk-***"},
+		{"anthropic", `{"key":"sk-ant-api03-` + alnum(93) + `AA"}`, `{"key":"sk-***"}`},
+		{"github classic", "token ghp_" + alnum(36), "token ghp_***"},
+		{"github actions", "GITHUB_TOKEN=ghs_" + alnum(36), "GITHUB_TOKEN=ghs_***"},
+		{"github user-to-server", "ghu_" + alnum(36) + " expired", "ghu_*** expired"},
+		{"github fine-grained", "github_pat_" + alnum(22) + "_" + alnum(59), "github_pat_***"},
+		{"hugging face", "HF_TOKEN=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", "HF_TOKEN=hf_***"},
+		{"groq", "gsk_" + alnum(48), "gsk_***"},
+		{"aws access key", "AccessKeyId: AKIAIOSFODNN7EXAMPLE", "AccessKeyId: AKIA***"},
+		{"aws temporary key", `"AccessKeyId" : "ASIAIOSFODNN7EXAMPLE"`, `"AccessKeyId" : "ASIA***"`},
+		{"google", "key=AIza" + alnum(35), "key=AIza***"},
+		{"bearer jwt", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl", "Authorization: Bearer ***"},
+		{"basic", "Authorization: Basic dXNlcjpodW50ZXIy", "Authorization: Basic ***"},
+		{"basic, end of a sentence", "it sent Basic dXNlcjpodW50ZXIy.", "it sent Basic ***."},
+		{"basic in clear", "basic admin:hunter2", "basic ***"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Text(tt.in); got != tt.want {
+				t.Errorf("Text(%q)\n = %q\nwant %q", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTextOrdinary: prose and code that only look like the start of a
+// credential pass unchanged. The patterns mask tool results before the
+// model sees them: a README's "## Basic usage" read as "## Basic ***", or
+// huggingface_hub's hf_hub_download read as "hf_***", is what the model
+// would then write back.
+func TestTextOrdinary(t *testing.T) {
+	for _, in := range []string{
+		"## Basic usage\n",
+		"Basic authentication is described below.",
+		"BASIC PROGRAMMING",
+		"the bearer of bad news",
+		"The client sends a Bearer token.",
+		"Authorization: Bearer <token>",
+		"from huggingface_hub import hf_hub_download",
+		"pip install hf_transfer",
+		".sk-fading-circle .sk-circle { margin: 0 }",
+		"request 550e8400-e29b-41d4-a716-446655440000 done",
+		"sha256:a9534e31c73281f698e8a76352d60b46a9534e31c73281f698e8a76352d60b46",
+		"a risk-averse task-manager",
+	} {
+		if got := Text(in); got != in {
+			t.Errorf("Text(%q) = %q, want it unchanged", in, got)
+		}
+	}
+}
+
+// TestJSONEscapedSlash: PHP's json_encode writes "/" as "\/" unless told
+// not to (JSON_UNESCAPED_SLASHES, https://www.php.net/manual/en/json.constants.php),
+// so an endpoint in PHP echoing the headers it got sends a base64
+// credential (or any secret with a "/") in that form: it is masked too.
+func TestJSONEscapedSlash(t *testing.T) {
+	token := base64.StdEncoding.EncodeToString([]byte("svc:s3cr?t>>")) // c3ZjOnMzY3I/dD4+
+	cfg := config.Default()
+	cfg.Tools.HTTP = []config.HTTPTool{{Name: "t", URL: "http://tool/", Headers: map[string]string{"Authorization": "Basic " + token}}}
+	r := FromConfig(cfg)
+	escaped := strings.ReplaceAll(token, "/", `\/`)
+	for _, in := range []string{
+		`{"headers":{"Authorization":"Basic ` + escaped + `"}}`,
+		`{"error":"bad credentials ` + escaped + `"}`,
+	} {
+		if got := r.String(in); strings.Contains(got, "dD4") || !strings.Contains(got, Mask) {
+			t.Errorf("String(%s) = %s, want the credential masked", in, got)
+		}
+	}
+}

@@ -54,6 +54,15 @@ func (s *Stream) Flush() string {
 	return p
 }
 
+// Cut masks r's secrets by value in s, the start of a longer text that
+// was cut short, and drops the tail of s that may be the start of a secret
+// the cut went through: masking by value, later, would not recognise what
+// the cut left of it.
+func (r Redactor) Cut(s string) string {
+	st := r.Stream()
+	return st.Feed(s)
+}
+
 // partialTail is the length of the longest tail of text that is a proper
 // prefix of a secret (0 when none).
 func (r Redactor) partialTail(text string) int {
