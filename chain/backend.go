@@ -373,6 +373,9 @@ func NewHTTPClient(node config.Node) *http.Client {
 	// into buffers of their own, which bufio fills directly once they are
 	// the larger.
 	t.ReadBufferSize, t.WriteBufferSize = 1<<10, 1<<10
+	// net/http reads up to 10 MiB of response headers; an API sends a few
+	// KiB, and a hostile server would make each call hold the rest.
+	t.MaxResponseHeaderBytes = origin.MaxResponseHeaderBytes
 	// A node's API never redirects a chat call: a 3xx is a misconfigured
 	// base_url or a hostile server, and following it would send the
 	// prompt and the node's key elsewhere.

@@ -21,6 +21,12 @@ const SameOrigin = "same_origin"
 // maxRedirects is how many same-origin hops are followed, as Go's client.
 const maxRedirects = 10
 
+// MaxResponseHeaderBytes bounds the response headers an outbound call
+// reads (http.Transport.MaxResponseHeaderBytes): net/http's default, 10
+// MiB, is what a hostile server could make every call hold, where an API
+// sends a few KiB.
+const MaxResponseHeaderBytes = 1 << 20
+
 // RedirectError is a redirect the proxy refused to follow. Only the status
 // and the target's host are kept: the body of a redirect is never read,
 // and the target's path and query may carry what the server chose to put

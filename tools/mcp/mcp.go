@@ -87,8 +87,8 @@ type Options struct {
 	// an attempt cut short kills the child with its install unfinished, so
 	// the next attempt starts over and the server never comes up.
 	ConnectTimeout time.Duration
-	// HTTPClient is used for url servers (default: a plain client; the
-	// call's context bounds each request).
+	// HTTPClient is used for url servers (default: a plain client that reads at most
+	// origin.MaxResponseHeaderBytes of headers; the call's context bounds each request).
 	HTTPClient *http.Client
 	// MaxBody caps one HTTP response body of a url server, read as it
 	// arrives (default 4 MiB): a server answering more fails the call.
@@ -146,7 +146,9 @@ func Start(ctx context.Context, servers []config.MCPServer, opts Options) *Manag
 		opts.ConnectTimeout = 2 * time.Minute
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxResponseHeaderBytes = origin.MaxResponseHeaderBytes
+		opts.HTTPClient = &http.Client{Transport: t}
 	}
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
