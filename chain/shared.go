@@ -210,8 +210,16 @@ type lease struct {
 }
 
 // renew runs on the timer's goroutine, which ends when it returns; it
-// arms the next renewal unless the slot was released meanwhile.
+// arms the next renewal unless the slot was released meanwhile. It holds
+// mu while it asks Redis, so that a release waits for it: a renewal that
+// reached Redis after the release would take the slot again, for a call
+// already over, for a whole lease.
 func (l *lease) renew() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.done {
+		return
+	}
 	// A draining replica's calls still hold their slots: renewals go on
 	// past the end of life, until each call releases its own.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.a.life), slotTimeout)
@@ -221,16 +229,12 @@ func (l *lease) renew() {
 	case err != nil:
 		l.a.log.Debug("admission: lease not renewed", "node", l.node, "err", err)
 	case !held:
-		// Redis lost it (it was down past the lease): the call runs on,
-		// uncounted, rather than be cut.
-		l.a.log.Warn("admission: lease expired while its call ran", "node", l.node)
-		return
+		// Redis lost it (restarted empty, or stalled past the lease), and
+		// another call may have had the slot since: the call runs on, not
+		// cut, and counts again from now.
+		l.a.log.Warn("admission: lease lost while its call ran, taken again", "node", l.node)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done {
-		l.timer.Reset(l.a.slots.Lease() / 3)
-	}
+	l.timer.Reset(l.a.slots.Lease() / 3)
 }
 
 func (l *lease) release() {
@@ -260,8 +264,8 @@ func (a *SharedAdmission) degrade(err error) {
 	go a.probe() // exits when Redis answers or life ends
 }
 
-// probe pings Redis every second until it answers, then shares the limits
-// again. It exits then, or when life ends.
+// probe pings Redis every second until it answers and takes writes, then
+// shares the limits again. It exits then, or when life ends.
 func (a *SharedAdmission) probe() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()

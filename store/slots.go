@@ -19,7 +19,11 @@ const (
 
 // takeScript takes a slot for a caller, or queues it. The leases and
 // waiters that expired are dropped first, all against Redis's own clock, so
-// that replicas whose clocks differ agree.
+// that replicas whose clocks differ agree. A waiter left without a deadline
+// (a Redis with an allkeys-* maxmemory policy evicts the deadlines' key on
+// its own) gets one, or a dead replica's waiter would hold its place, and
+// the slots behind it, for good. The queue holding more waiters than there
+// are deadlines is the cheap sign of it.
 //
 // KEYS[1] leases, KEYS[2] queue, KEYS[3] waiters' deadlines, KEYS[4] the
 // arrival counter. ARGV[1] id, ARGV[2] class (0 interactive, 1 batch),
@@ -35,6 +39,11 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 for _, w in ipairs(dead) do redis.call('ZREM', KEYS[2], w) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) > redis.call('ZCARD', KEYS[3]) then
+  for _, w in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+    redis.call('ZADD', KEYS[3], 'NX', now + tonumber(ARGV[6]), w)
+  end
+end
 local id = ARGV[1]
 local limit = tonumber(ARGV[3])
 local free = limit - redis.call('ZCARD', KEYS[1])
@@ -62,17 +71,17 @@ end
 return {0, queued}
 `)
 
-// renewScript extends a lease still held. KEYS[1] leases; ARGV[1] id,
-// ARGV[2] lease ms. Returns 0 when the lease had already expired.
+// renewScript extends a lease, taking it again when Redis lost it
+// (restarted empty, evicted, or stalled past the lease): only a holder
+// whose call still runs renews, and a call that runs must count, even if
+// that puts its node over the limit until a call ends. KEYS[1] leases;
+// ARGV[1] id, ARGV[2] lease ms. Returns 0 when the lease had been lost.
 var renewScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not expiry or tonumber(expiry) <= now then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  return 0
-end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+if not expiry or tonumber(expiry) <= now then return 0 end
 return 1
 `)
 
@@ -195,7 +204,7 @@ func (s *Slots) Take(ctx context.Context, name, id string, batch bool, limit, ma
 }
 
 // Renew extends id's lease of name by the lease; held is false when the
-// lease had already expired.
+// lease had been lost, and Renew took it again.
 func (s *Slots) Renew(ctx context.Context, name, id string) (held bool, err error) {
 	n, err := renewScript.Run(ctx, s.client, slotKeys(name)[:1], id, s.lease.Milliseconds()).Int64()
 	if err != nil {
@@ -213,8 +222,9 @@ func (s *Slots) Release(ctx context.Context, name, id string) error {
 	return nil
 }
 
-// Ping reports whether Redis answers.
-func (s *Slots) Ping(ctx context.Context) error { return s.client.Ping(ctx).Err() }
+// Ping reports whether Redis answers and takes writes, as every call of
+// the slots needs.
+func (s *Slots) Ping(ctx context.Context) error { return writable(ctx, s.client) }
 
 // Close stops listening and closes the connections.
 func (s *Slots) Close() error {

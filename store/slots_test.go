@@ -117,3 +117,63 @@ func TestSlotsExpire(t *testing.T) {
 		t.Error("an expired lease was renewed")
 	}
 }
+
+// TestSlotsWaiterDeadlineEvicted: a Redis with maxmemory and an allkeys-*
+// policy evicts any key, each on its own (https://redis.io/docs/reference/eviction):
+// it may drop the waiters' deadlines and keep the queue. A waiter whose
+// replica died then must still leave the queue within the waiter TTL,
+// rather than hold its place, and with it the slot, for good; a waiter
+// still asking keeps its place.
+func TestSlotsWaiterDeadlineEvicted(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		alive bool // the first waiter keeps asking
+	}{
+		{"first waiter dead", false},
+		{"first waiter alive", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := redistest.Start(t)
+			s := newSlots(t, rs.URL(), lease)
+			ctx := t.Context()
+			take := func(id string) bool {
+				t.Helper()
+				g, _, _, err := s.Take(ctx, "N", id, false, 1, 8, lease)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g
+			}
+			if !take("holder") {
+				t.Fatal("holder: no slot with the slot free")
+			}
+			if take("first") || take("second") {
+				t.Fatal("a waiter took the slot the holder has")
+			}
+			// What an eviction does to the key: it is gone.
+			if err := s.client.Del(ctx, slotKeys("N")[2]).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Release(ctx, "N", "holder"); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * lease)
+			for {
+				if tc.alive && take("first") {
+					return
+				}
+				if take("second") {
+					if tc.alive {
+						t.Fatal("second overtook the first waiter, which kept asking")
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no slot after %v: the queue kept a waiter that had no deadline", 20*lease)
+				}
+				time.Sleep(lease / 3)
+			}
+		})
+	}
+}
