@@ -8,17 +8,17 @@ import (
 	"time"
 )
 
-// probeInterval is how often a degraded Fallback pings Redis.
+// probeInterval is how often a degraded Fallback tries Redis again.
 const probeInterval = time.Second
 
 // Fallback is a Redis store that keeps answering when Redis does not. Every
 // operation goes to Redis while it answers, and its writes are mirrored into
 // a Memory so that the anti-loop state of the last moments survives an
 // outage. On a Redis error it logs once that it is degraded and serves from
-// the Memory; a background goroutine pings Redis every second and, when it
-// answers, logs once that it recovered and Redis is used again. No operation
-// returns an error because Redis is down; only the caller's own context
-// ending is returned.
+// the Memory; a background goroutine tries a write to Redis every second
+// and, when Redis takes it, logs once that it recovered and Redis is used
+// again. No operation returns an error because Redis is down; only the
+// caller's own context ending is returned.
 //
 // What was written to the Memory during an outage is not copied back to
 // Redis: after recovery, a call made during the outage may run again once on
@@ -48,8 +48,8 @@ func NewFallback(r *Redis, mem *Memory, logger *slog.Logger) *Fallback {
 	return f
 }
 
-// probe waits for a degradation, then pings Redis every probeInterval until
-// it answers. It exits when ctx ends (Close).
+// probe waits for a degradation, then tries a write to Redis every
+// probeInterval until it takes one. It exits when ctx ends (Close).
 func (f *Fallback) probe(ctx context.Context) {
 	defer f.wg.Done()
 	for {
@@ -69,7 +69,7 @@ func (f *Fallback) probe(ctx context.Context) {
 			pingCtx, cancel := context.WithTimeout(ctx, redisTimeout)
 			err := f.redis.reachable(pingCtx)
 			if err == nil {
-				err = f.redis.Ping(pingCtx)
+				err = writable(pingCtx, f.redis.client)
 			}
 			cancel()
 			if err == nil && f.degraded.CompareAndSwap(true, false) {

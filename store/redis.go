@@ -167,6 +167,20 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
+// probeKey is the key written to learn that Redis is back after an error.
+const probeKey = "chainproxy:probe"
+
+// writable checks that Redis takes a write, not only that it answers: one
+// at its maxmemory under noeviction, or a master demoted to a read-only
+// replica, answers PING and refuses every write, and a caller that took
+// PING for recovery would switch back and forth every second.
+func writable(ctx context.Context, c *redis.Client) error {
+	if err := c.Set(ctx, probeKey, "", time.Second).Err(); err != nil {
+		return fmt.Errorf("store: redis write probe: %w", err)
+	}
+	return nil
+}
+
 // reachable checks that Redis's address accepts a connection, without going
 // through the client: go-redis logs every failed dial to its own global
 // logger, which a prober retrying every second would flood during an outage.
