@@ -81,8 +81,9 @@ type Decision struct {
 //	chainproxy:inv:{conv}:{scope}        last write to scope ("*": anything), unix ms
 //	chainproxy:inv:{conv}:write          last write, "{unix ms}:{sig}"
 //
-// {sig} is the signature as 16 lowercase hex digits; in {conv} and {callID},
-// '%' and ':' are written %25 and %3A so that keys cannot collide. A key
+// {sig} is the signature as 16 lowercase hex digits; in {conv}, {callID}
+// and {scope}, '%' and ':' are written %25 and %3A so that keys cannot
+// collide, and a call ID or scope too long for a key is hashed. A key
 // holds "pending" from the claim until [Guard.Record] stores
 // "done:{unix ms}:{result}".
 //
@@ -219,20 +220,26 @@ func (g *Guard) claim(ctx context.Context, conv string, sc scope, sig uint64, ke
 	return Decision{Verdict: Blocked, Reason: reasonStale}, false, nil
 }
 
+// maxScopes is the most scopes a write marks one by one: a write naming
+// more (a path as deep as the model cares to write it names one a level)
+// marks the whole conversation, which makes stale all it would have, at
+// the cost of one key rather than one a level.
+const maxScopes = 64
+
 // Invalidate records that the write sig in conversation conv made stale
 // every stored result that depends on one of scopes, or on anything when
-// scopes is empty. The mark is a timestamp kept as long as a result can
-// be: a result recorded at or before it is not served again (see
-// [Guard.AdmitScoped]), whichever replica stored it. It also marks sig as
-// the conversation's last write: another write since makes a repeat of sig
-// a new call (A, B, A writes A back), while sig again right after itself
-// stays a repeat.
+// scopes is empty or longer than maxScopes. The mark is a timestamp kept as
+// long as a result can be: a result recorded at or before it is not served
+// again (see [Guard.AdmitScoped]), whichever replica stored it. It also
+// marks sig as the conversation's last write: another write since makes a
+// repeat of sig a new call (A, B, A writes A back), while sig again right
+// after itself stays a repeat.
 func (g *Guard) Invalidate(ctx context.Context, conv string, sig uint64, scopes []string) error {
 	ttl := max(g.signatureTTL, g.callIDTTL)
 	if ttl <= 0 {
 		return nil
 	}
-	if len(scopes) == 0 {
+	if len(scopes) == 0 || len(scopes) > maxScopes {
 		scopes = []string{scopeAll}
 	}
 	now := strconv.AppendInt(nil, time.Now().UnixMilli(), 10)
@@ -430,15 +437,27 @@ func signatureKey(conv string, sig uint64) string {
 // and the store's memory, grow with it.
 const maxKeyCallID = 64
 
-func callIDKey(conv, callID string, sig uint64) string {
-	if len(callID) > maxKeyCallID {
-		callID = "h" + sigHex(xxhash.Sum64String(callID))
+// maxKeyScope is the same for a scope, which holds a path the model wrote:
+// high enough that no real path is hashed, so that a replica of an earlier
+// version, which keys every scope as it is, finds the same keys during a
+// rolling upgrade.
+const maxKeyScope = 1024
+
+// keyPart is s as a part of a key: hashed when longer than max. The hashed
+// form, "h" and 16 hex digits, is no scope ("file:…", "*", …).
+func keyPart(s string, max int) string {
+	if len(s) > max {
+		return "h" + sigHex(xxhash.Sum64String(s))
 	}
-	return keyPrefix + "id:" + keyEscaper.Replace(conv) + ":" + keyEscaper.Replace(callID) + ":" + sigHex(sig)
+	return keyEscaper.Replace(s)
+}
+
+func callIDKey(conv, callID string, sig uint64) string {
+	return keyPrefix + "id:" + keyEscaper.Replace(conv) + ":" + keyPart(callID, maxKeyCallID) + ":" + sigHex(sig)
 }
 
 func invalidKey(conv, scope string) string {
-	return keyPrefix + "inv:" + keyEscaper.Replace(conv) + ":" + keyEscaper.Replace(scope)
+	return keyPrefix + "inv:" + keyEscaper.Replace(conv) + ":" + keyPart(scope, maxKeyScope)
 }
 
 func sigHex(sig uint64) string {
