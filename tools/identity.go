@@ -199,10 +199,22 @@ func (r *Registry) Key(name string, args []byte) (Key, error) {
 	return k, nil
 }
 
+// maxWriteDepth is the deepest path writeScopes names scope by scope. A
+// scope per level, each holding the path so far, costs the square of the
+// depth: a model repeating a segment up to the argument cap would make
+// gigabytes of them. Deeper, the write's reach is everything, which makes
+// stale at least what the scopes would have (the guard does the same past
+// its own bound).
+const maxWriteDepth = 60
+
 // writeScopes is what writing to the root-relative path p makes stale: the
 // file itself, the listing of its parent (and its own, if it is a
-// directory), and every search over a directory that contains it.
+// directory), and every search over a directory that contains it; nil,
+// everything, for a path deeper than maxWriteDepth.
 func writeScopes(p string) []string {
+	if strings.Count(p, "/") > maxWriteDepth {
+		return nil
+	}
 	out := []string{"file:" + p, "dir:" + p, "dir:" + path.Dir(p), "tree:" + p}
 	for d := p; d != "."; {
 		d = path.Dir(d)

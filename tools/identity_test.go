@@ -3,6 +3,7 @@ package tools
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 
 	"chainproxy/antiloop"
@@ -93,6 +94,9 @@ func TestKeyScopes(t *testing.T) {
 		{"lookup", `{"id":1}`, Deterministic, "", nil},
 		{"write_file", `{"path":"./docs/a.md","content":"x"}`, Writing, "", []string{"file:docs/a.md", "dir:docs/a.md", "dir:docs", "tree:docs/a.md", "tree:docs", "tree:."}},
 		{"write_file", `{"content":"x"}`, Writing, "", nil},
+		// A path as deep as a degenerate model writes it: its reach is
+		// everything, not a scope per level (quadratic in the depth).
+		{"write_file", `{"path":"` + strings.Repeat("a/", 5000) + `f","content":"x"}`, Writing, "", nil},
 	}
 	for _, tt := range tests {
 		k, err := r.Key(tt.tool, []byte(tt.args))
