@@ -330,7 +330,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 	}
 	r.trace.Stages = []StageTrace{}
-	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: question}); err != nil {
+	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: question, Own: background}); err != nil {
 		return nil, err
 	}
 	if route.Relay() {

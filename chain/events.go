@@ -31,6 +31,10 @@ type Event struct {
 	Mode     string
 	Reasons  []string
 	Question string
+	// Own marks a client's own request (a title, tags, a summary: see
+	// classify.Background), whose answer a program parses: a front adds
+	// nothing of its own to it.
+	Own bool
 	// ToolUse is the tool call of an EventTool.
 	ToolUse *ToolUse
 	// StageTrace is the finished stage of an EventStageEnd.

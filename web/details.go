@@ -25,12 +25,22 @@ import (
 // answer use it on the same events, so both carry the same text.
 type detailsRenderer struct {
 	answering int // stage whose content is the answer; -1 before any
+	// off is set for a client's own request (Open WebUI's title, tags
+	// and follow-ups): its program parses the answer, which blocks
+	// before it would break.
+	off bool
 }
 
 func newDetailsRenderer() *detailsRenderer { return &detailsRenderer{answering: -1} }
 
 // event returns the text that goes out before ev's own content, if any.
 func (d *detailsRenderer) event(ev chain.Event) string {
+	if ev.Kind == chain.EventClassified && ev.Own {
+		d.off = true
+	}
+	if d.off {
+		return ""
+	}
 	switch ev.Kind {
 	case chain.EventStageEnd:
 		if ev.Stage == d.answering || ev.StageTrace == nil {

@@ -3,11 +3,14 @@ package web
 import (
 	"encoding/json"
 	"html"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"chainproxy/chain"
+	"chainproxy/config"
 )
 
 // TestDetailsStreamMatchesWhole: the "details" rendering is the same text
@@ -116,5 +119,69 @@ func TestDetailsBlocksParseAsOpenWebUI(t *testing.T) {
 	}
 	if attrs["name"] != "OL1" || attrs["done"] != "true" {
 		t.Errorf("attributes = %v, want name OL1 and done true", attrs)
+	}
+}
+
+// TestDetailsNotForOwnRequests: with the "details" rendering on (the
+// README's setting for Open WebUI), a client's own request gets the bare
+// answer its program parses: Open WebUI reads a title, tags or follow-ups
+// from the first "{" to the last "}", and the first "{" would be in a
+// block's attributes. The user's own question keeps its blocks.
+func TestDetailsNotForOwnRequests(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
+	content := func(t *testing.T, req map[string]any, stream bool) string {
+		t.Helper()
+		req["stream"] = stream
+		body, _ := json.Marshal(req)
+		resp := s.post(t, "/v1/chat/completions", string(body), "X-Chain-Render", "details")
+		raw := readAll(t, resp.Body)
+		if !stream {
+			var out chatResponse
+			if err := json.Unmarshal(raw, &out); err != nil || len(out.Choices) == 0 || out.Choices[0].Message.Content == nil {
+				t.Fatalf("%d %s", resp.StatusCode, raw)
+			}
+			return *out.Choices[0].Message.Content
+		}
+		var b strings.Builder
+		for _, f := range sseFrames(t, raw) {
+			p, ok := strings.CutPrefix(f, "data: ")
+			if !ok || p == "[DONE]" {
+				continue
+			}
+			var ch struct {
+				Choices []struct {
+					Delta struct{ Content *string } `json:"delta"`
+				} `json:"choices"`
+			}
+			if json.Unmarshal([]byte(p), &ch) == nil && len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != nil {
+				b.WriteString(*ch.Choices[0].Delta.Content)
+			}
+		}
+		return b.String()
+	}
+	for _, task := range []string{"title", "tags", "follow-ups"} {
+		raw, err := os.ReadFile(filepath.Join("testdata", "agents", "open-webui-"+task+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req struct {
+			Messages []map[string]any `json:"messages"`
+		}
+		if err := json.Unmarshal(raw, &req); err != nil {
+			t.Fatal(err)
+		}
+		for _, model := range []string{"chain/auto", "chain/reflexive"} {
+			for _, stream := range []bool{false, true} {
+				if got := content(t, map[string]any{"model": model, "messages": req.Messages}, stream); got == "" || strings.Contains(got, "<details") {
+					t.Errorf("%s, %s, stream %v: %q, want the bare answer", task, model, stream, got)
+				}
+			}
+		}
+	}
+	for _, stream := range []bool{false, true} {
+		hi := map[string]any{"model": "chain/simple", "messages": []map[string]string{{"role": "user", "content": "hi"}}}
+		if got := content(t, hi, stream); !strings.Contains(got, "<details") {
+			t.Errorf("the user's question, stream %v: %q, want its block", stream, got)
+		}
 	}
 }
