@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"slices"
 	"strings"
 
 	"chainproxy/tools"
@@ -61,6 +62,12 @@ func (e *Engine) newToolView() *toolView {
 	}
 	tv.list = strings.Join(tv.names, ", ")
 	return tv
+}
+
+// ServerTool reports whether name is one of the tools the server offers
+// now: a built-in, an HTTP tool or an MCP server's.
+func (e *Engine) ServerTool(name string) bool {
+	return slices.Contains(e.tools().names, name)
 }
 
 // unavailableReasons says, for the trace, which tool servers are down.

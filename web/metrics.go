@@ -26,6 +26,11 @@ type Metrics struct {
 	upstream  *prometheus.CounterVec
 	queueWait *prometheus.HistogramVec
 	fitting   *prometheus.CounterVec
+	// serverTool reports a name of the server's tools (the engine's, set
+	// by the first server built on these metrics): other names, a
+	// client's tools or a name a model made up, are not labels of their
+	// own, or clients and models could grow the series without bound.
+	serverTool func(name string) bool
 
 	// The series every request touches, found once by their labels:
 	// finding one by label values hashes them each time, and a relay
@@ -102,7 +107,7 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 			Name: "chainproxy_stages_total", Help: "Stages run, by node and final status (ok, stopped_repeat, …).",
 		}, []string{"node", "status"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chainproxy_tool_calls_total", Help: "Tool calls by tool and status (ok, duplicate, cached, blocked, error).",
+			Name: "chainproxy_tool_calls_total", Help: "Tool calls by tool (a server tool's name, (client) for a client's tools, (unknown) for a name no tool has) and status (ok, duplicate, cached, blocked, error).",
 		}, []string{"tool", "status"}),
 		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chainproxy_upstream_errors_total", Help: "Stages that failed or were skipped, by node.",
@@ -170,6 +175,9 @@ func (m *Metrics) watchHosts(e *chain.Engine) {
 	if e == nil {
 		return
 	}
+	if m.serverTool == nil {
+		m.serverTool = e.ServerTool
+	}
 	labels := []string{"node", "host"}
 	_ = m.reg.Register(hostCollector{
 		e:        e,
@@ -229,7 +237,7 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
 		}
 		for _, t := range st.ToolsUsed {
-			m.toolCalls.WithLabelValues(t.Name, t.Status).Inc()
+			m.toolCalls.WithLabelValues(m.toolLabel(t), t.Status).Inc()
 		}
 		if ct := st.Context; ct != nil {
 			for _, a := range ct.Actions {
@@ -240,4 +248,22 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 			}
 		}
 	}
+}
+
+// Tool labels of the calls that are not the server's own tools.
+const (
+	toolLabelClient  = "(client)"
+	toolLabelUnknown = "(unknown)"
+)
+
+// toolLabel is the tool label of a call: the server tool's name, else
+// whose the tool was.
+func (m *Metrics) toolLabel(t chain.ToolUse) string {
+	switch {
+	case t.Client:
+		return toolLabelClient
+	case m.serverTool != nil && m.serverTool(t.Name):
+		return t.Name
+	}
+	return toolLabelUnknown
 }
