@@ -270,9 +270,19 @@ function retry(msg) {
 }
 
 function saveKey(key, msg) {
+  setKey(key);
+  retry(msg);
+}
+
+/**
+ * setKey keeps the API key the user gave (or forgets it), and asks /readyz
+ * again with it: refused without one, the header would show no node until
+ * its next check.
+ */
+function setKey(key) {
   if (key) localStorage.setItem(KEY_KEY, key);
   else localStorage.removeItem(KEY_KEY);
-  retry(msg);
+  refreshReady();
 }
 
 async function run(msg, text, hist) {
@@ -663,7 +673,7 @@ window.addEventListener("storage", (e) => {
 const traces = new TracesView({
   api,
   key: () => localStorage.getItem(KEY_KEY),
-  onKey: (key) => (key ? localStorage.setItem(KEY_KEY, key) : localStorage.removeItem(KEY_KEY)),
+  onKey: setKey,
 });
 
 function route() {

@@ -15,9 +15,30 @@ import { MessageView, STAGE_STATUS, statusChip, formatDuration } from "./view.js
 const LIST_MAX = 500;
 /** Wait before reconnecting a stream that ended. */
 const RETRY_MS = 2000;
+/**
+ * A stream silent this long is dead: the proxy writes at least every 5 s
+ * (keepalive comments), but a connection that dies without a FIN or RST
+ * (a laptop that slept, a NAT or VPN that dropped it) never ends by itself.
+ */
+const SILENT_MS = 15000;
 
 const numberFmt = new Intl.NumberFormat("en");
-const timeFmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+const clock = { hour: "2-digit", minute: "2-digit", second: "2-digit" };
+const timeFmt = new Intl.DateTimeFormat(undefined, clock);
+const dayFmt = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", ...clock });
+const yearFmt = new Intl.DateTimeFormat(undefined, { year: "numeric", month: "short", day: "numeric", ...clock });
+
+/**
+ * startedAt says when a chain started, in the user's locale: the time of
+ * day for today's, with the day before it for older ones (the server keeps
+ * its last 500 chains however old, and a tab stays open for days).
+ */
+function startedAt(ms) {
+  const d = new Date(ms);
+  const now = new Date();
+  if (d.toDateString() === now.toDateString()) return timeFmt.format(d);
+  return (d.getFullYear() === now.getFullYear() ? dayFmt : yearFmt).format(d);
+}
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -65,7 +86,13 @@ export class TracesView {
     this.retry = 0;
     this.openId = null;
     this.openSeq = 0;
+    /** The open trace's status, as last shown. */
+    this.openStatus = "";
+    /** Ids the server listed since this connection started, until "ready". */
+    this.snapshot = null;
     this.ticker = 0;
+    /** The day the rows' times were written on (see tick). */
+    this.day = new Date().toDateString();
     for (const f of [this.fStatus, this.fNode]) f.addEventListener("change", () => this.filter());
     this.fText.addEventListener("input", () => this.filter());
     $("#trace-filters").addEventListener("submit", (e) => e.preventDefault());
@@ -90,16 +117,20 @@ export class TracesView {
     const controller = new AbortController();
     this.stream = controller;
     this.setLive("connecting", "connecting…");
-    this.read(controller).catch(() => {}).finally(() => {
-      if (this.stream !== controller) return;
-      this.stream = null;
-      // Reconnect while the view is shown: the server restarted, or a
-      // proxy in between cut the stream.
-      if (!this.list.hidden || !this.detail.hidden) {
-        clearTimeout(this.retry);
-        this.retry = setTimeout(() => this.connect(), RETRY_MS);
-      }
-    });
+    this.read(controller)
+      .catch((err) => {
+        if (err?.name !== "AbortError") this.setLive("off", "offline: retrying");
+      })
+      .finally(() => {
+        if (this.stream !== controller) return;
+        this.stream = null;
+        // Reconnect while the view is shown: the server restarted, or a
+        // proxy in between cut the stream.
+        if (!this.list.hidden || !this.detail.hidden) {
+          clearTimeout(this.retry);
+          this.retry = setTimeout(() => this.connect(), RETRY_MS);
+        }
+      });
   }
 
   disconnect() {
@@ -112,13 +143,7 @@ export class TracesView {
     const headers = { Accept: "text/event-stream" };
     const key = this.env.key();
     if (key) headers.Authorization = `Bearer ${key}`;
-    let res;
-    try {
-      res = await fetch(this.env.api("v1/chain/traces"), { headers, signal: controller.signal, cache: "no-store" });
-    } catch (err) {
-      if (err?.name !== "AbortError") this.setLive("off", "offline: retrying");
-      throw err;
-    }
+    const res = await fetch(this.env.api("v1/chain/traces"), { headers, signal: controller.signal, cache: "no-store" });
     if (!res.ok) {
       const body = await res.json().catch(() => null);
       this.showProblem(res.status, body?.error?.message ?? res.statusText);
@@ -128,16 +153,25 @@ export class TracesView {
       return;
     }
     this.showProblem(0, "");
+    this.snapshot = new Set();
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
     const parser = new SSEParser((ev) => this.onEvent(ev));
+    let silent = 0;
+    const listen = () => {
+      clearTimeout(silent);
+      silent = setTimeout(() => controller.abort(new Error("the stream went silent")), SILENT_MS);
+    };
     try {
+      listen();
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
+        listen();
         parser.push(decoder.decode(value, { stream: true }));
       }
     } finally {
+      clearTimeout(silent);
       reader.releaseLock();
     }
     this.setLive("off", "reconnecting…");
@@ -145,6 +179,7 @@ export class TracesView {
 
   onEvent(ev) {
     if (ev.event === "ready") {
+      this.dropUnlisted();
       this.setLive("live", "live");
       this.renderEmpty();
       return;
@@ -157,6 +192,7 @@ export class TracesView {
       return;
     }
     if (!s || typeof s.trace_id !== "string") return;
+    this.snapshot?.add(s.trace_id);
     s.receivedAt = Date.now();
     this.items.delete(s.trace_id);
     this.items.set(s.trace_id, s); // newest last
@@ -171,6 +207,26 @@ export class TracesView {
     if (s.trace_id === this.openId) this.refreshOpen();
   }
 
+  /**
+   * dropUnlisted makes the list what the server just listed, as a reload
+   * would show it: after a reconnect, the chains it no longer lists (it
+   * restarted, or another replica answered) would otherwise stay, those
+   * that ran showing "running" forever. An open trace that ran is fetched
+   * again, to say what became of it.
+   */
+  dropUnlisted() {
+    const listed = this.snapshot;
+    this.snapshot = null;
+    if (!listed) return;
+    for (const id of [...this.items.keys()]) {
+      if (listed.has(id)) continue;
+      this.items.delete(id);
+      this.rowEls.get(id)?.remove();
+      this.rowEls.delete(id);
+    }
+    if (this.openId && this.openStatus === "running" && !listed.has(this.openId)) this.refreshOpen();
+  }
+
   setLive(state, text) {
     this.liveChip.dataset.state = state;
     this.liveChip.textContent = text;
@@ -181,25 +237,32 @@ export class TracesView {
     this.problem.hidden = !status;
     if (!status) return;
     this.problem.append(el("p", "error-message", `HTTP ${status}: ${message}`));
-    if (status === 401) {
-      const form = el("form", "key-form");
-      const label = el("label", "", "API key");
-      const input = el("input");
-      input.type = "password";
-      input.autocomplete = "off";
-      input.id = "traces-key";
-      label.htmlFor = input.id;
-      const save = el("button", "btn btn-small", "Save and reconnect");
-      save.type = "submit";
-      form.append(label, input, save);
-      form.addEventListener("submit", (e) => {
-        e.preventDefault();
-        this.env.onKey(input.value.trim());
-        this.disconnect();
-        this.connect();
-      });
-      this.problem.append(form);
-    }
+    if (status === 401) this.problem.append(this.keyForm("traces-key"));
+  }
+
+  /**
+   * keyForm asks for the API key the server wants, keeps it, and loads the
+   * list and the open trace again with it.
+   */
+  keyForm(id) {
+    const form = el("form", "key-form");
+    const label = el("label", "", "API key");
+    const input = el("input");
+    input.type = "password";
+    input.autocomplete = "off";
+    input.id = id;
+    label.htmlFor = input.id;
+    const save = el("button", "btn btn-small", "Save and reconnect");
+    save.type = "submit";
+    form.append(label, input, save);
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.env.onKey(input.value.trim());
+      this.disconnect();
+      this.connect();
+      if (this.openId) this.refreshOpen();
+    });
+    return form;
   }
 
   // ---- the list --------------------------------------------------------------
@@ -237,7 +300,7 @@ export class TracesView {
     }
     const meta = el("span", "tr-meta");
     const dur = el("span", "tr-duration", formatDuration(this.duration(s)));
-    const parts = [s.mode || "…", dur, s.tokens ? `${numberFmt.format(s.tokens)} tokens` : null, s.client || "unknown client", timeFmt.format(new Date(s.started))];
+    const parts = [s.mode || "…", dur, s.tokens ? `${numberFmt.format(s.tokens)} tokens` : null, s.client || "unknown client", startedAt(s.started)];
     parts.filter(Boolean).forEach((p, i) => {
       if (i) meta.append(document.createTextNode(" · "));
       meta.append(p instanceof Node ? p : document.createTextNode(p));
@@ -255,6 +318,12 @@ export class TracesView {
   }
 
   tick() {
+    // Past midnight, today's rows became yesterday's: they get their date.
+    const day = new Date().toDateString();
+    if (day !== this.day) {
+      this.day = day;
+      for (const s of this.items.values()) this.renderRow(s);
+    }
     for (const [id, s] of this.items) {
       if (s.status !== "running") continue;
       const d = this.rowEls.get(id)?.querySelector(".tr-duration");
@@ -318,18 +387,23 @@ export class TracesView {
     if (key) headers.Authorization = `Bearer ${key}`;
     let doc = null;
     let problem = "";
+    let status = 0;
     try {
       const res = await fetch(this.env.api(`v1/chain/traces/${encodeURIComponent(id)}`), { headers, cache: "no-store" });
       const body = await res.json().catch(() => null);
+      status = res.status;
       if (res.ok) doc = body;
       else problem = `HTTP ${res.status}: ${body?.error?.message ?? res.statusText}`;
     } catch (err) {
       problem = `Network error: ${err?.message ?? err}`;
     }
     if (seq !== this.openSeq || id !== this.openId) return; // a newer load won
+    this.openStatus = doc?.status ?? "";
     if (!doc) {
       const p = el("p", "error-message", problem);
       this.detailBody.replaceChildren(p);
+      // A shared link opened where the page has no key yet: ask here.
+      if (status === 401) this.detailBody.append(this.keyForm("trace-key"));
       return;
     }
     this.renderTrace(doc);
