@@ -151,7 +151,13 @@ func (r *run) save(ctx context.Context, s *stage, done []*stage, cfgIdx int) {
 	}
 	b, err := json.Marshal(&st)
 	if err == nil {
-		err = r.e.resume.PutResume(ctx, resumeKey(r.req.Conversation, s.awaiting[0].ID), b, r.e.cfg.Chain.ResumeTTL)
+		// Kept under each call the stage waits for: a follow-up that
+		// answers only some of them (clientResults) is found by any.
+		for _, p := range s.awaiting {
+			if err = r.e.resume.PutResume(ctx, resumeKey(r.req.Conversation, p.ID), b, r.e.cfg.Chain.ResumeTTL); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		r.logger().Warn("saving the chain for resumption failed", "stage", s.idx, "node", s.node.Name, "err", err)

@@ -98,6 +98,15 @@ func TestResumeEdges(t *testing.T) {
 			wantReason:  "client tool read_file replaces the server tool read_file",
 		},
 		{
+			// Which result is missing does not matter: the chain is
+			// found by any of the calls it waits for.
+			name: "only a later call's result sent back", store: true, client: []chain.Tool{weather, readFile},
+			results:     map[string]string{"read_file": "alpha"},
+			firstStages: "OL1:awaiting_client[get_weather:client,read_file:client]",
+			wantStages:  "OL1:ok[get_weather:error,read_file:ok] M1:ok[] M2:ok[]",
+			wantReason:  "resumed in stage OL1",
+		},
+		{
 			name: "no resume store", store: false, client: []chain.Tool{weather},
 			results:     map[string]string{"get_weather": "sunny"},
 			firstStages: "OL1:awaiting_client[read_file:ok,get_weather:client]",

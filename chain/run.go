@@ -174,8 +174,13 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		if i != from || s == nil {
 			after := r.reachableAfter(i)
 			s = r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
-			if err := r.fitTools(ctx, s); err != nil {
-				return nil, err
+			// Only the stages with tools are offered any, the client's
+			// included (stageTools): a stage without them needs no model
+			// that takes tools, whatever the client brought.
+			if s.cfg.tools {
+				if err := r.fitTools(ctx, s); err != nil {
+					return nil, err
+				}
 			}
 			s.answers = after == 0
 			s.allowed = min(sc.MaxTurns, r.left-after)
@@ -197,6 +202,13 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			if cause, ok := r.e.offline.lookup(node.Name); ok {
 				s.stop = StageSkippedOffline
 				s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttlOf(node.Name), cause)
+			} else if last != nil && last.answers {
+				// The node was offline when an earlier stage became the
+				// answering one, and is back: that stage answered, and its
+				// answer may have reached the client already. A second
+				// answer would be glued to it.
+				s.stop = StageSkippedOffline
+				s.st.Error = fmt.Sprintf("node %s was offline when %s became the answering stage, which answered", node.Name, last.node.Name)
 			}
 		}
 		if s.answers {
@@ -262,6 +274,24 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		}
 		last.st.Output, last.st.Reasoning = last.output(), last.reason
 		r.trace.Stages[last.idx] = last.st
+	}
+	if !last.answers {
+		// The answering stage failed or was skipped. The last stage left
+		// has no answer to give when it was degenerate (only reasoning,
+		// say): an earlier stage's answer is the best there is, as for a
+		// degenerate answering stage. The answering stage's error says
+		// whose answer the reply carries.
+		if strings.TrimSpace(last.answer()) == "" {
+			if good := lastGood(done); good != nil {
+				last = good
+			}
+		}
+		tail := &r.trace.Stages[len(r.trace.Stages)-1]
+		if strings.TrimSpace(last.answer()) != "" {
+			tail.Error += "; answered with " + last.node.Name + "'s answer"
+		} else {
+			tail.Error += "; no earlier stage had an answer to give instead"
+		}
 	}
 	return r.result(last)
 }
