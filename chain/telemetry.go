@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -39,6 +40,19 @@ const (
 	attrInput         = "gen_ai.input.messages"
 	attrOutput        = "gen_ai.output.messages"
 	attrErrorType     = "error.type"
+	attrServerAddress = "server.address"
+	attrServerPort    = "server.port"
+)
+
+// The tokens of a stage or of a whole chain, the sums of its model calls'.
+// They are not gen_ai.usage.*: backends add those up over a trace's spans
+// (Langfuse prices every span with a model and usage), so a total under
+// the same name as the calls' would count every token twice or thrice.
+const (
+	// AttrChainInputTokens is the prompt tokens of a stage's or a chain's calls.
+	AttrChainInputTokens = "chain.usage.input_tokens"
+	// AttrChainOutputTokens is the completion tokens of a stage's or a chain's calls.
+	AttrChainOutputTokens = "chain.usage.output_tokens"
 )
 
 // LoopStops counts the stages a guard against loops stopped: a repeated
@@ -86,8 +100,8 @@ func (r *run) endStageSpan(s *stage) {
 		attribute.String("chain.status", st.Status),
 		attribute.Int("chain.turns", st.Turns),
 		attribute.Int("chain.tool_calls", len(st.ToolsUsed)),
-		attribute.Int(attrInputTokens, st.Usage.PromptTokens),
-		attribute.Int(attrOutputTokens, st.Usage.CompletionTokens),
+		attribute.Int(AttrChainInputTokens, st.Usage.PromptTokens),
+		attribute.Int(AttrChainOutputTokens, st.Usage.CompletionTokens),
 	)
 	if st.Status == StageFailed || st.Status == StageSkippedOffline || st.Status == StageSkippedContext {
 		s.span.SetStatus(codes.Error, st.Error)
@@ -146,17 +160,22 @@ func (r *run) startCall(ctx context.Context, s *stage, n *Node, kind string, sen
 			return ctx, nil
 		}
 	}
+	attrs := []attribute.KeyValue{
+		attribute.String(attrOperation, "chat"),
+		attribute.String(attrProvider, n.Provider),
+		attribute.String(attrRequestModel, n.Model),
+		attribute.String("chain.node", n.Name),
+		attribute.Int("chain.stage", s.idx),
+		attribute.Int("chain.turn", s.st.Turns),
+		attribute.Int("chain.tools_offered", offered),
+	}
+	// The conventions ask for the server at the span's start, with the
+	// model and provider: what a sampler may decide on.
+	if host, port := serverOf(n.BaseURL); host != "" {
+		attrs = append(attrs, attribute.String(attrServerAddress, host), attribute.Int(attrServerPort, port))
+	}
 	ctx, span := parent.TracerProvider().Tracer(tracerScope).Start(trace.ContextWithSpan(ctx, parent), "chat "+n.Model,
-		trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String(attrOperation, "chat"),
-			attribute.String(attrProvider, n.Provider),
-			attribute.String(attrRequestModel, n.Model),
-			attribute.String("chain.node", n.Name),
-			attribute.Int("chain.stage", s.idx),
-			attribute.Int("chain.turn", s.st.Turns),
-			attribute.Int("chain.tools_offered", offered),
-		))
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 	if kind != "" {
 		span.SetAttributes(attribute.String("chain.call.kind", kind))
 	}
@@ -164,6 +183,25 @@ func (r *run) startCall(ctx context.Context, s *stage, n *Node, kind string, sen
 		span.SetAttributes(attribute.String(attrInput, r.inputMessages(sent)))
 	}
 	return ctx, span
+}
+
+// serverOf is the host and port a node's base URL calls, the port its
+// scheme implies when it names none; "" when it names no host (a mock
+// node). They are the model call's server.address and server.port, which
+// the GenAI conventions recommend: where the call went, in the terms
+// every backend reads, not only the proxy's own chain.node.
+func serverOf(baseURL string) (string, int) {
+	u, err := url.Parse(baseURL)
+	if err != nil || u.Hostname() == "" {
+		return "", 0
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return u.Hostname(), p
+	}
+	if u.Scheme == "https" {
+		return u.Hostname(), 443
+	}
+	return u.Hostname(), 80
 }
 
 // endCall ends a model call's span with what the call reported (mc, nil

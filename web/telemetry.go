@@ -31,8 +31,15 @@ func (s *Server) begin(c *gin.Context, route string) string {
 	if _, ok := c.Request.Header["Traceparent"]; ok {
 		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(c.Request.Header))
 	}
+	// url.path and url.scheme are required of an HTTP server span, and
+	// given at its start, as the conventions ask, for samplers to see.
+	scheme := "http"
+	if c.Request.TLS != nil {
+		scheme = "https"
+	}
 	ctx, span := s.tracer.Start(ctx, c.Request.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", c.Request.Method), attribute.String("http.route", route)))
+		trace.WithAttributes(attribute.String("http.request.method", c.Request.Method), attribute.String("http.route", route),
+			attribute.String("url.path", c.Request.URL.Path), attribute.String("url.scheme", scheme)))
 	c.Request = c.Request.WithContext(ctx)
 	id := span.SpanContext().TraceID().String()
 	c.Set("req_id", id)
@@ -53,7 +60,11 @@ func (s *Server) objectID(c *gin.Context, traceID string) string {
 
 // endSpan ends the request's span, if begin started one, with how the
 // request ended: the HTTP status, the chain's attributes when it ran (tr),
-// and an error status when it failed.
+// error.type when it failed, and an error status when the failure is the
+// proxy's (5xx). A 4xx is the client's (a bad body, an unknown model, a
+// client gone, a rate limit it must wait out): the HTTP conventions leave
+// a server span's status unset then, so that a backend's error rate
+// counts the proxy's failures, not its clients' mistakes.
 func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error) {
 	span := trace.SpanFromContext(c.Request.Context())
 	if !span.IsRecording() {
@@ -69,15 +80,16 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 			attribute.Int("chain.stages", len(tr.Stages)),
 			attribute.Int("chain.loop_stops", tr.LoopStops()),
 			attribute.StringSlice("chain.reasons", tr.Reasons),
-			attribute.Int("gen_ai.usage.input_tokens", u.PromptTokens),
-			attribute.Int("gen_ai.usage.output_tokens", u.CompletionTokens),
+			attribute.Int(chain.AttrChainInputTokens, u.PromptTokens),
+			attribute.Int(chain.AttrChainOutputTokens, u.CompletionTokens),
 		)
 	}
 	switch {
 	case err != nil:
-		msg := s.redact.String(err.Error())
 		span.SetAttributes(attribute.String("error.type", errorType(err, status)))
-		span.SetStatus(codes.Error, msg)
+		if status >= http.StatusInternalServerError {
+			span.SetStatus(codes.Error, s.redact.String(err.Error()))
+		}
 	case status >= http.StatusInternalServerError:
 		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))
 		span.SetStatus(codes.Error, http.StatusText(status))
