@@ -128,12 +128,22 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	case err != nil:
 		return b.namedError(b.wrongPath(upstreamError(ctx, b.node.Name, err), "/api/chat"))
 	case !st.Done():
-		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before its done line"}
+		// The body ended cleanly (a cut connection is an error above):
+		// Ollama up to v0.17.4 ends so, without a word, when the model
+		// writes one token more than 30 times in a row (llm/server.go,
+		// ollama/ollama#8786; later versions say "prediction aborted,
+		// token repeat limit reached"). A JSON format meets it often:
+		// its grammar lets whitespace run on.
+		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: errEndedEarly}
 	}
 	return nil
 }
 
 var noTruncate, noShift = false, false
+
+// errEndedEarly is the message of a stream that ended cleanly before its
+// done line.
+const errEndedEarly = "the answer ended before Ollama's done line, as Ollama up to v0.17.4 ends it when the model repeats one token more than 30 times (its token repeat limit)"
 
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20

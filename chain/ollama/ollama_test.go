@@ -303,6 +303,8 @@ func TestChatErrors(t *testing.T) {
 		{"server error", fakeollama.Reply{Status: http.StatusInternalServerError, Error: "boom"}, chain.KindStatus, 500, "boom"},
 		{"mid-stream error line", fakeollama.Reply{Content: []string{"par", "tial"}, Error: "runner crashed"}, chain.KindProtocol, 0, "runner crashed"},
 		{"stream cut", fakeollama.Reply{Content: []string{"par", "tial"}, Cut: true}, chain.KindProtocol, 0, "unexpected EOF"},
+		// Ended cleanly without a done line: Ollama's token repeat limit.
+		{"stream ended early", fakeollama.Reply{Content: []string{"{", "\n\n\n"}, EndEarly: true}, chain.KindProtocol, 0, "token repeat limit"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

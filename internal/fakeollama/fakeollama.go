@@ -63,6 +63,11 @@ type Reply struct {
 	Hang bool
 	// Cut drops the connection after the pieces, without a done line.
 	Cut bool
+	// EndEarly ends the stream after the pieces with neither a done line
+	// nor an error, the body closed cleanly: Ollama v0.17.4 does so when
+	// the model writes one token more than 30 times in a row (its token
+	// repeat limit, llm/server.go Completion; ollama/ollama#8786).
+	EndEarly bool
 	// Delay is waited before each line.
 	Delay time.Duration
 }
@@ -248,6 +253,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	case reply.Error != "":
 		b, _ := json.Marshal(map[string]string{"error": reply.Error})
 		w.Write(append(b, '\n'))
+	case reply.EndEarly:
 	default:
 		if !s.wait(r, reply.Delay) {
 			return
