@@ -101,7 +101,10 @@ func (e *Engine) describe(ctx context.Context, n *Node) error {
 		return nil
 	}
 	info, err := d.Describe(ctx)
-	if ctx.Err() == nil {
+	// Asked once, unless the model was missing: pulled or created while
+	// the proxy runs, it must be asked about then, or it would be taken
+	// for a model with tools, which Ollama refuses for one without.
+	if ctx.Err() == nil && !errors.Is(err, ErrModelNotFound) {
 		e.caps.markAsked(n.Name)
 	}
 	if err != nil {
@@ -109,6 +112,9 @@ func (e *Engine) describe(ctx context.Context, n *Node) error {
 	}
 	if info.Window > 0 && n.ContextWindow == 0 {
 		e.windows.set(n.Name, info.Window)
+	}
+	if info.MaxWindow > 0 {
+		e.windows.setMax(n.Name, info.MaxWindow)
 	}
 	if n.ContextWindow > 0 && info.MaxWindow > 0 && n.ContextWindow > info.MaxWindow {
 		return &WindowError{Node: n.Name, Window: n.ContextWindow, Max: info.MaxWindow}

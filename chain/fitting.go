@@ -87,11 +87,29 @@ func contextOverflow(err error) (string, bool) {
 	return "", false
 }
 
-// windows remembers the windows nodes' servers reported.
+// windows remembers the windows nodes' servers reported, and the longest
+// their models were trained for.
 type windows struct {
 	mu     sync.Mutex
 	m      map[string]int
+	max    map[string]int
 	called map[string]bool
+}
+
+// getMax is node's model's longest window, 0 when not known.
+func (w *windows) getMax(node string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max[node]
+}
+
+func (w *windows) setMax(node string, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.max == nil {
+		w.max = map[string]int{}
+	}
+	w.max[node] = n
 }
 
 // firstCall reports whether this is the first time it is asked for node:
@@ -126,7 +144,8 @@ func (w *windows) set(node string, n int) {
 
 // Window is node n's context window in tokens as the engine knows it: the
 // configured one, else what its server reported, else Ollama's default for
-// an Ollama node; 0 when unknown (no fitting).
+// an Ollama node, or its model's longest when shorter (Ollama runs such a
+// model at its trained length); 0 when unknown (no fitting).
 func (e *Engine) Window(n *Node) int {
 	if n.ContextWindow > 0 {
 		return n.ContextWindow
@@ -135,6 +154,9 @@ func (e *Engine) Window(n *Node) int {
 		return w
 	}
 	if n.Provider == config.ProviderOllama {
+		if m := e.windows.getMax(n.Name); m > 0 && m < defaultOllamaWindow {
+			return m
+		}
 		return defaultOllamaWindow
 	}
 	return 0

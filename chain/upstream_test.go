@@ -23,6 +23,8 @@ type upstream struct {
 	finish string
 	caps   []string // nil: Describe reports nothing
 	err    error    // Describe's error
+	// maxWindow is the longest window Describe reports for the model.
+	maxWindow int
 
 	mu        sync.Mutex
 	reqs      []chain.Request
@@ -42,7 +44,7 @@ func (u *upstream) Describe(context.Context) (chain.ModelInfo, error) {
 	u.mu.Lock()
 	u.described++
 	u.mu.Unlock()
-	return chain.ModelInfo{Capabilities: u.caps}, u.err
+	return chain.ModelInfo{Capabilities: u.caps, MaxWindow: u.maxWindow}, u.err
 }
 
 func (u *upstream) requests() []chain.Request {
@@ -236,6 +238,46 @@ func TestCapabilitiesAskedOnce(t *testing.T) {
 				t.Errorf("Describe called %d times for 3 requests and a probe, want 2", ol1.described)
 			}
 		})
+	}
+}
+
+// TestCapabilitiesAfterModelAppears: a node whose model was missing (pulled
+// or created while the proxy runs) is asked again at its next request, not
+// taken for a model with tools for good (Ollama refuses tools to one
+// without).
+func TestCapabilitiesAfterModelAppears(t *testing.T) {
+	ol1 := &upstream{err: &chain.ModelNotFoundError{Node: "OL1", Model: "qwen3:1.7b", BaseURL: "http://h:11434", Hint: "ollama pull qwen3:1.7b"}}
+	e := newUpstreamEngine(t, map[string]*upstream{"OL1": ol1, "M1": {}, "M2": {}}, nil)
+	if err := e.Probe(context.Background(), "OL1"); !errors.Is(err, chain.ErrModelNotFound) {
+		t.Fatalf("Probe = %v, want ErrModelNotFound", err)
+	}
+	ol1.mu.Lock()
+	ol1.err, ol1.caps = nil, []string{"completion"} // ollama pull, done
+	ol1.mu.Unlock()
+	if _, err := runModel(t, e, &chain.RunRequest{Model: chain.ModelSimple}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ol1.requests()[0].Tools); n != 0 {
+		t.Errorf("offered %d tools to a model that takes none", n)
+	}
+}
+
+// TestWindowModelShorterThanDefault: an Ollama node without a configured
+// window runs at Ollama's default, or at its model's trained length when
+// that is shorter (Ollama caps num_ctx there): prompts are fitted to that,
+// not refused once at 4,096 first.
+func TestWindowModelShorterThanDefault(t *testing.T) {
+	for _, tc := range []struct{ max, want int }{{0, 4096}, {2048, 2048}, {32768, 4096}} {
+		ol1 := &upstream{caps: []string{"completion"}, maxWindow: tc.max}
+		e := newUpstreamEngine(t, map[string]*upstream{"OL1": ol1, "M1": {}, "M2": {}}, func(c *config.Config) {
+			c.Nodes[0].Provider, c.Nodes[0].BaseURL, c.Nodes[0].Model = config.ProviderOllama, "http://127.0.0.1:1", "tiny"
+		})
+		if err := e.Probe(context.Background(), "OL1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.Window(e.Nodes()[0]); got != tc.want {
+			t.Errorf("trained for %d: window %d, want %d", tc.max, got, tc.want)
+		}
 	}
 }
 
