@@ -210,10 +210,15 @@ func Start(bin, dir string) (*Server, error) {
 }
 
 // Create runs `ollama create name` with a Modelfile FROM the GGUF at gguf and
-// the given template; the model stops at <|im_end|>.
-func (s *Server) Create(name, gguf, template string) error {
+// the given template; the model stops at <|im_end|>. Each of params is
+// one more PARAMETER line ("num_predict 8"): the model's default for
+// requests that do not set it, as the CLI's never do.
+func (s *Server) Create(name, gguf, template string, params ...string) error {
 	dir := filepath.Dir(gguf)
 	mf := fmt.Sprintf("FROM ./%s\nTEMPLATE \"\"\"%s\"\"\"\nPARAMETER stop <|im_end|>\n", filepath.Base(gguf), template)
+	for _, p := range params {
+		mf += "PARAMETER " + p + "\n"
+	}
 	path := filepath.Join(dir, name+".Modelfile")
 	if err := os.WriteFile(path, []byte(mf), 0o644); err != nil {
 		return err
