@@ -65,3 +65,34 @@ func TestLoadReportsEveryProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestURLErrorsHideSecrets: a URL that does not validate is quoted in its
+// error with its password and query values masked, as telemetry's already
+// was: the error goes to stderr, and so to the service's journal. A
+// mistyped or missing scheme is the likely mistake, with the credentials
+// left in.
+func TestURLErrorsHideSecrets(t *testing.T) {
+	const secret = "S3cretPW-42"
+	const nodes = "nodes:\n  - {name: OL1, provider: openai, base_url: \"http://127.0.0.1:1/v1\", model: m}\nchain: {stages: [{node: OL1, max_turns: 1}], simple_node: OL1}\n"
+	tests := []struct {
+		name, yaml, key string
+	}{
+		{"scheme typo", "nodes:\n  - {name: OL1, provider: ollama, base_url: \"htp://user:" + secret + "@127.0.0.1:11434\", model: m}\nchain: {stages: [{node: OL1, max_turns: 1}], simple_node: OL1}\n", "nodes[0].base_url"},
+		{"no scheme", "nodes:\n  - {name: OL1, provider: ollama, base_url: \"user:" + secret + "@127.0.0.1:11434\", model: m}\nchain: {stages: [{node: OL1, max_turns: 1}], simple_node: OL1}\n", "nodes[0].base_url"},
+		{"query", "nodes:\n  - {name: OL1, provider: openai, base_urls: [\"127.0.0.1:8000/v1?api_key=" + secret + "\"], model: m}\nchain: {stages: [{node: OL1, max_turns: 1}], simple_node: OL1}\n", "nodes[0].base_urls[0]"},
+		{"redis", nodes + "store: {redis_url: \"redis:/:" + secret + "@127.0.0.1:6379/0\"}\n", "store.redis_url"},
+		{"http tool", nodes + "tools: {http: [{name: t, url: \"htps://127.0.0.1:9000/q?token=" + secret + "\"}]}\n", "tools.http[0].url"},
+		{"mcp", nodes + "tools: {mcp: [{name: m, url: \"ws://u:" + secret + "@127.0.0.1:3001/mcp\"}]}\n", "tools.mcp[0].url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml))
+			if err == nil || !strings.Contains(err.Error(), tt.key+": want a") {
+				t.Fatalf("Parse = %v, want an error at %s", err, tt.key)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("the error shows the secret: %v", err)
+			}
+		})
+	}
+}

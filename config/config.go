@@ -719,7 +719,7 @@ func (c *Config) Validate() error {
 				bad(p+".base_url", "required for provider %q (or base_urls for several hosts)", n.Provider)
 			case n.BaseURL != "":
 				if !strings.HasPrefix(n.BaseURL, "http://") && !strings.HasPrefix(n.BaseURL, "https://") {
-					bad(p+".base_url", "want an http:// or https:// URL, got %q", n.BaseURL)
+					bad(p+".base_url", "want an http:// or https:// URL, got %q", redactURL(n.BaseURL))
 				}
 			default:
 				hosts := map[string]bool{}
@@ -727,9 +727,9 @@ func (c *Config) Validate() error {
 					q := fmt.Sprintf("%s.base_urls[%d]", p, j)
 					switch {
 					case !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
-						bad(q, "want an http:// or https:// URL, got %q", u)
+						bad(q, "want an http:// or https:// URL, got %q", redactURL(u))
 					case hosts[strings.TrimRight(u, "/")]:
-						bad(q, "duplicate host %q", u)
+						bad(q, "duplicate host %q", redactURL(u))
 					}
 					hosts[strings.TrimRight(u, "/")] = true
 				}
@@ -869,7 +869,7 @@ func (c *Config) Validate() error {
 			}
 		}
 		if !strings.HasPrefix(h.URL, "http://") && !strings.HasPrefix(h.URL, "https://") {
-			bad(p+".url", "want an http:// or https:// URL, got %q", h.URL)
+			bad(p+".url", "want an http:// or https:// URL, got %q", redactURL(h.URL))
 		}
 		if h.Timeout <= 0 {
 			bad(p+".timeout", "must be positive")
@@ -892,7 +892,7 @@ func (c *Config) Validate() error {
 		case len(m.Command) == 0 && m.URL == "":
 			bad(p, "set command (stdio) or url (streamable HTTP)")
 		case m.URL != "" && !strings.HasPrefix(m.URL, "http://") && !strings.HasPrefix(m.URL, "https://"):
-			bad(p+".url", "want an http:// or https:// URL, got %q", m.URL)
+			bad(p+".url", "want an http:// or https:// URL, got %q", redactURL(m.URL))
 		case len(m.Command) > 0 && m.Command[0] == "":
 			bad(p+".command", "the program must not be empty")
 		}
@@ -921,7 +921,7 @@ func (c *Config) Validate() error {
 		bad("admission.lease", "must be positive, got %s", c.Admission.Lease)
 	}
 	if u := c.Store.RedisURL; u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") && !strings.HasPrefix(u, "unix://") {
-		bad("store.redis_url", "want a redis:// URL, got %q", u)
+		bad("store.redis_url", "want a redis:// URL, got %q", redactURL(u))
 	}
 	return errors.Join(errs...)
 }
@@ -980,7 +980,13 @@ func checkFollow(bad func(path, format string, args ...any), p, v string) {
 // are <server>__<tool>, at most 64 characters for OpenAI.
 var mcpServerName = regexp.MustCompile(`^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$`)
 
-var urlPassword = regexp.MustCompile(`://([^:@/]*):[^@/]*@`)
+// urlPassword and urlQueryValue find the secrets of a URL: the password of
+// its user-info, also when the URL does not validate (a mistyped or missing
+// scheme, the likely mistake), and its query values (?api_key=…).
+var (
+	urlPassword   = regexp.MustCompile(`^((?:[A-Za-z][A-Za-z0-9+.-]*:)?/*[^:@/?#]*):[^@/?#]*@`)
+	urlQueryValue = regexp.MustCompile(`([?&][^=&#]*)=[^&#]*`)
+)
 
 // maskValues hides env and header values, which carry tokens.
 func maskValues(m map[string]string) map[string]string {
@@ -994,7 +1000,10 @@ func maskValues(m map[string]string) map[string]string {
 	return out
 }
 
-func redactURL(u string) string { return urlPassword.ReplaceAllString(u, "://$1:***@") }
+// redactURL is u with its password and query values masked, to be shown.
+func redactURL(u string) string {
+	return urlQueryValue.ReplaceAllString(urlPassword.ReplaceAllString(u, "$1:***@"), "$1=***")
+}
 
 // validTagName reports whether name can name the blocks of
 // classify.ignore_blocks: a tag name, without its brackets.
