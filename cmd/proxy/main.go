@@ -38,7 +38,11 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// The first signal starts the graceful shutdown. Until stop, every
+	// later one would be caught and dropped; after it, a second signal
+	// (Ctrl-C again) ends the process at once, as an operator who will not
+	// wait for the grace period means it to.
+	context.AfterFunc(ctx, stop)
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -56,6 +60,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	logBatch := fs.Duration("log-batch", 50*time.Millisecond, "write log lines together, each at most this late (0: each line at once)")
 	showVersion := fs.Bool("version", false, "print the version (from the build info) and exit")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		// Parsing stops at the first argument that is not a flag: the
+		// flags after it were dropped, and "proxy c.yaml" would serve the
+		// built-in defaults.
+		fmt.Fprintf(stderr, "unexpected argument %q: give a configuration file as -config %s (flags after an argument are not read)\n", fs.Arg(0), fs.Arg(0))
 		return 2
 	}
 	if *showVersion {
@@ -148,6 +159,17 @@ func backends(cfg *config.Config) map[string]chain.Backend {
 // serve wires the proxy and serves until ctx ends, then lets in-flight
 // requests finish for server.shutdown_timeout.
 func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *slog.Logger, logPrompts, demo bool, stdout io.Writer) error {
+	// Listen first: an address already taken is said at once, before MCP
+	// servers are started (and waited for) for nothing.
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		hint := "choose another with -addr or server.addr"
+		if errors.Is(err, syscall.EADDRINUSE) {
+			hint = "another process serves there: stop it, or " + hint
+		}
+		return fmt.Errorf("%w (%s)", err, hint) // err names the address
+	}
+	defer ln.Close() // closed by Shutdown once served; here for an early return
 	st, err := store.Open(ctx, cfg.Store.RedisURL, cfg.Chain.Traces, logger)
 	if err != nil {
 		return err
@@ -214,10 +236,6 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	ln, err := net.Listen("tcp", cfg.Server.Addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	if err := probeNodes(ctx, engine, logger); err != nil {
 		return err
 	}
@@ -234,7 +252,7 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 		return err
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down", "grace", cfg.Server.ShutdownTimeout)
+	logger.Info("shutting down; a second signal stops at once", "grace", cfg.Server.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
 	defer cancel()
 	handler.Drain(time.Now().Add(drainBefore(cfg.Server.ShutdownTimeout)))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestBadConfigExits2(t *testing.T) {
@@ -27,11 +28,19 @@ func TestBadConfigExits2(t *testing.T) {
 		{"missing file", []string{"-config", filepath.Join(dir, "nope.yaml")}, "no such file"},
 		{"bad flag", []string{"-nope"}, "flag provided but not defined"},
 		{"bad log format", []string{"-log-format", "xml"}, "-log-format"},
+		// Go's flag package stops at the first argument that is not a
+		// flag: the file and every flag after it were silently dropped,
+		// and the proxy served the built-in defaults on the default port.
+		{"file without -config", []string{path}, `unexpected argument "` + path + `": give a configuration file as -config ` + path},
+		{"flags after a file", []string{"-demo", path, "-addr", "127.0.0.1:0"}, `unexpected argument "` + path + `"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// Bounded: a run that starts serving instead fails the test.
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
 			var stderr strings.Builder
-			if code := run(t.Context(), tt.args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
+			if code := run(ctx, tt.args, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tt.want) {
 				t.Errorf("run(%v) = %d, stderr %q; want 2 and %q", tt.args, code, stderr.String(), tt.want)
 			}
 		})
