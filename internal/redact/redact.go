@@ -256,7 +256,8 @@ func (r Redactor) Empty() bool { return r.r == nil }
 
 // FromConfig gathers every secret the configuration holds: server
 // api_keys and admin_keys, each node's api_key, the user-info (and its base64, as sent
-// in "Authorization: Basic") and query values of every configured URL,
+// in "Authorization: Basic") and query values of every configured URL
+// (each host of a node with base_urls too),
 // and the values of the headers of HTTP tools and MCP servers and of the
 // environment of MCP servers (a header's token also without its scheme).
 func FromConfig(cfg *config.Config) Redactor {
@@ -265,7 +266,9 @@ func FromConfig(cfg *config.Config) Redactor {
 	s = append(s, cfg.Server.AdminKeys...)
 	for _, n := range cfg.Nodes {
 		s = append(s, n.APIKey)
-		s = append(s, urlSecrets(n.BaseURL)...)
+		for _, u := range n.Hosts() { // base_url, or each of base_urls
+			s = append(s, urlSecrets(u)...)
+		}
 	}
 	for _, h := range cfg.Tools.HTTP {
 		s = append(s, httpToolSecrets(h)...)

@@ -61,6 +61,7 @@ func hostileConfig() *config.Config {
 		{Name: "G", Provider: config.ProviderOpenAI, BaseURL: "https://api.groq.example/v1", APIKey: "gsk_groqkeyBBBB"},
 		{Name: "V", Provider: config.ProviderOpenAI, BaseURL: "http://vllm:8000/v1", APIKey: "vllm-token-CCCC"},
 		{Name: "U", Provider: config.ProviderOllama, BaseURL: "http://ollama-user:pass-DDDD@ollama:11434/?key=AIzaquerykeyEEEE"},
+		{Name: "H", Provider: config.ProviderOllama, BaseURLs: []string{"http://h1:11434", "http://gpu:hosts-pass-NNNN@h2:11434"}},
 	}
 	cfg.Tools.HTTP = []config.HTTPTool{{Name: "t", URL: "http://tool/?token=tool-query-FFFF",
 		Headers: map[string]string{"Authorization": "Bearer tool-bearer-GGGG", "X-Api-Key": "hf_toolkeyHHHH", "Accept": "application/json"}}}
@@ -80,7 +81,7 @@ var hostileSecrets = []string{
 	base64.StdEncoding.EncodeToString([]byte("ollama-user:pass-DDDD")), "AIzaquerykeyEEEE",
 	"tool-query-FFFF", "tool-bearer-GGGG", "hf_toolkeyHHHH", "mcp-pass-IIII",
 	base64.StdEncoding.EncodeToString([]byte("mcp-user:mcp-pass-IIII")), "env-token-JJJJ", "redis-pass-KKKK", "admin-key-LLLL",
-	"otel-auth-MMMM",
+	"otel-auth-MMMM", "hosts-pass-NNNN",
 }
 
 func TestFromConfig(t *testing.T) {
