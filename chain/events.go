@@ -25,16 +25,17 @@ type Event struct {
 	// MaxTurns and Tools describe a starting stage.
 	MaxTurns int
 	Tools    bool
+	// Own marks a client's own request (a title, tags, a summary: see
+	// classify.Background), whose answer a program parses: a front adds
+	// nothing of its own to it. (Beside Tools, in its padding: a larger
+	// Event costs every delta of every stream a longer copy.)
+	Own bool
 	// Mode and Reasons describe the classification; Question is the
 	// user's words the classifier judged, or a client's own request's
 	// name in brackets ("" when neither: a relay, a forced mode).
 	Mode     string
 	Reasons  []string
 	Question string
-	// Own marks a client's own request (a title, tags, a summary: see
-	// classify.Background), whose answer a program parses: a front adds
-	// nothing of its own to it.
-	Own bool
 	// ToolUse is the tool call of an EventTool.
 	ToolUse *ToolUse
 	// StageTrace is the finished stage of an EventStageEnd.
