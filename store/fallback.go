@@ -185,6 +185,38 @@ func (f *Fallback) GetTrace(ctx context.Context, id string) ([]byte, bool, error
 	return f.mem.GetTrace(ctx, id)
 }
 
+// PutSummary puts a trace list summary in Redis; while degraded it does
+// nothing: each replica then lists its own chains, as one without Redis.
+func (f *Fallback) PutSummary(ctx context.Context, id string, data []byte) error {
+	if f.degraded.Load() {
+		return nil
+	}
+	if err := f.redis.PutSummary(ctx, id, data); err != nil {
+		return f.failed(ctx, err)
+	}
+	return nil
+}
+
+// Summaries reads the trace list summaries from Redis; while degraded
+// there are none.
+func (f *Fallback) Summaries(ctx context.Context) ([][]byte, error) {
+	if f.degraded.Load() {
+		return nil, nil
+	}
+	sums, err := f.redis.Summaries(ctx)
+	if err != nil {
+		return nil, f.failed(ctx, err)
+	}
+	return sums, nil
+}
+
+// WatchSummaries watches the summaries put in Redis, whether degraded or
+// not: the subscription outlives an outage by itself, and the replicas
+// still writing to Redis are heard.
+func (f *Fallback) WatchSummaries(ctx context.Context, fn func(data []byte)) {
+	f.redis.WatchSummaries(ctx, fn)
+}
+
 // Status returns "redis", or "degraded" while serving from memory.
 func (f *Fallback) Status() string {
 	if f.degraded.Load() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,12 +44,58 @@ redis.call('LTRIM', KEYS[1], 0, n - 1)
 return #old
 `)
 
+// Summary keys in Redis: the trace list's recent chains, shared by the
+// replicas (see PutSummary).
+const (
+	summaryKey      = "chainproxy:summaries"         // hash: id → summary
+	summaryOrderKey = "chainproxy:summaries:order"   // sorted set: ids by first put
+	summaryChan     = "chainproxy:summaries:changed" // each summary put
+)
+
+// putSummaryScript keeps a chain's summary, keeps only the newest N and
+// tells every replica, in one step so that replicas putting at once agree
+// on which are kept and each message matches what is stored. A chain keeps
+// its place (ZADD NX) while its summary changes. Should the order key be
+// lost (evicted under an allkeys-* policy) while the hash stays, the
+// summaries it no longer orders are dropped, or the hash would grow for
+// as long as replicas write to it.
+//
+// KEYS[1] hash, KEYS[2] order; ARGV[1] id, ARGV[2] summary, ARGV[3] N,
+// ARGV[4] TTL in ms, ARGV[5] channel.
+var putSummaryScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 'NX', now, ARGV[1])
+local n = tonumber(ARGV[3])
+for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -n - 1)) do
+  redis.call('HDEL', KEYS[1], id)
+end
+redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -n - 1)
+if redis.call('HLEN', KEYS[1]) > redis.call('ZCARD', KEYS[2]) then
+  for _, id in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if not redis.call('ZSCORE', KEYS[2], id) then redis.call('HDEL', KEYS[1], id) end
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[2])
+return 1
+`)
+
 // Redis is a store in Redis, shared by every replica that uses the same
 // server. Claims are SET NX PX; values expire with Redis TTLs; traces are a
-// capped list of ids plus one key per trace.
+// capped list of ids plus one key per trace; the trace list's summaries are
+// a capped hash, with a pub/sub channel for their changes.
 type Redis struct {
 	client *redis.Client
 	traces int
+
+	// done is closed by Close, which waits for the summary watchers.
+	done     chan struct{}
+	mu       sync.Mutex // guards closed and adding watchers
+	closed   bool
+	watchers sync.WaitGroup
 }
 
 // NewRedis returns a store for the Redis at url (redis://[user:pass@]host:port/db
@@ -88,7 +135,7 @@ func NewRedis(url string, traces int) (*Redis, error) {
 	// notifications; asking for them only adds a round trip and log noise.
 	opts.DisableIdentity = true
 	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-	return &Redis{client: redis.NewClient(opts), traces: traces}, nil
+	return &Redis{client: redis.NewClient(opts), traces: traces, done: make(chan struct{})}, nil
 }
 
 // Claim sets key to "pending" for ttl if it is absent (SET NX PX) and
@@ -159,6 +206,64 @@ func (r *Redis) GetTrace(ctx context.Context, id string) ([]byte, bool, error) {
 	return nil, false, fmt.Errorf("store: redis get trace: %w", err)
 }
 
+// PutSummary keeps data, the latest summary of chain id, among the newest
+// N (as many as the traces, so that a listed chain's trace can be read),
+// and sends it to every watcher. The summaries expire with the traces'
+// TTL after the last put.
+func (r *Redis) PutSummary(ctx context.Context, id string, data []byte) error {
+	err := putSummaryScript.Run(ctx, r.client, []string{summaryKey, summaryOrderKey},
+		id, data, r.traces, traceTTL.Milliseconds(), summaryChan).Err()
+	if err != nil {
+		return fmt.Errorf("store: redis put summary: %w", err)
+	}
+	return nil
+}
+
+// Summaries returns the summaries kept, in no particular order (each says
+// when its chain started).
+func (r *Redis) Summaries(ctx context.Context) ([][]byte, error) {
+	vals, err := r.client.HVals(ctx, summaryKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: redis summaries: %w", err)
+	}
+	out := make([][]byte, len(vals))
+	for i, v := range vals {
+		out[i] = []byte(v)
+	}
+	return out, nil
+}
+
+// WatchSummaries calls fn with each summary put, by any replica, this one
+// included, until ctx ends or the store is closed. While Redis is away the
+// subscription comes back by itself; what was put meanwhile is not heard
+// (Summaries has it).
+func (r *Redis) WatchSummaries(ctx context.Context, fn func(data []byte)) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.watchers.Add(1)
+	r.mu.Unlock()
+	defer r.watchers.Done()
+	ps := r.client.Subscribe(ctx, summaryChan)
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.done:
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			fn([]byte(m.Payload))
+		}
+	}
+}
+
 // Ping checks that Redis answers.
 func (r *Redis) Ping(ctx context.Context) error {
 	if err := r.client.Ping(ctx).Err(); err != nil {
@@ -197,5 +302,15 @@ func (r *Redis) reachable(ctx context.Context) error {
 // Status returns "redis".
 func (r *Redis) Status() string { return StatusRedis }
 
-// Close closes the connections.
-func (r *Redis) Close() error { return r.client.Close() }
+// Close ends the summary watchers, waits for them, and closes the
+// connections.
+func (r *Redis) Close() error {
+	r.mu.Lock()
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+	r.mu.Unlock()
+	r.watchers.Wait()
+	return r.client.Close()
+}

@@ -3,8 +3,10 @@
 // with [Fallback] serving from memory while Redis is unreachable.
 //
 // Keys are chosen by the callers (antiloop namespaces its own); this package
-// only adds the trace keys, under "chainproxy:". It imports antiloop for the
-// interface its stores satisfy and no other project package.
+// only adds the trace keys and the trace list's shared summaries ([Redis]
+// and [Fallback] only: in one process the server's own list is the whole
+// list), under "chainproxy:". It imports antiloop for the interface its
+// stores satisfy and no other project package.
 package store
 
 import (

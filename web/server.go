@@ -51,6 +51,8 @@ type TraceStore interface {
 type Options struct {
 	Config *config.Config
 	Engine *chain.Engine
+	// Traces keeps the traces; when it is also a TraceFeed (Redis), the
+	// trace list shows the chains of every replica sharing it.
 	Traces TraceStore
 	Logger *slog.Logger
 	// Metrics, when set, records Prometheus metrics and serves /metrics.
@@ -80,7 +82,8 @@ type Server struct {
 	keys       [][]byte
 	// admins are the keys that see every caller's traces (server.admin_keys).
 	admins [][]byte
-	// hub lists recent chains for GET /v1/chain/traces: the engine's Watcher.
+	// hub lists recent chains for GET /v1/chain/traces: the engine's
+	// Watcher, and with a TraceFeed for traces, every replica's chains.
 	hub      *traceHub
 	loopback bool            // bound to loopback only: Host is checked
 	redact   redact.Redactor // masks configured secrets in error text
@@ -130,6 +133,10 @@ func New(o Options) *Server {
 	s.models, s.model = s.modelList()
 	s.loopback = LoopbackAddr(o.Config.Server.Addr)
 	s.drained, s.drain = context.WithCancel(context.Background())
+	if feed, ok := o.Traces.(TraceFeed); ok {
+		// Replicas on one Redis list each other's chains too.
+		s.hub.shareWith(s.drained, feed, s.log)
+	}
 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
@@ -466,8 +473,9 @@ func (p *promptMemo) String(s string) string {
 }
 
 // getTrace serves GET /v1/chain/traces/{id}: the stored trace, or for a
-// chain still running, its stages so far (status "running"). A key finds
-// its own traces; an admin key finds any the list still holds.
+// chain still running, its stages so far (status "running"; of another
+// replica's chain, the stages its summary has). A key finds its own
+// traces; an admin key finds any the list still holds, from any replica.
 func (s *Server) getTrace(c *gin.Context) {
 	id := c.Param("id")
 	who, all := caller(c), c.GetBool("admin")
@@ -499,12 +507,16 @@ func (s *Server) getTrace(c *gin.Context) {
 }
 
 // listTraces serves GET /v1/chain/traces: the recent chains the caller may
-// see (its own; every caller's for an admin key), oldest first, as JSON;
+// see (its own; every caller's for an admin key), run on any replica
+// sharing the store, oldest first, as JSON;
 // or, asked with Accept: text/event-stream, as a live stream of "trace"
 // events (one per chain, then one each time a chain starts a stage or
 // ends), with a "ready" event after the chains already listed.
 func (s *Server) listTraces(c *gin.Context) {
 	who, all := caller(c), c.GetBool("admin")
+	// The other replicas' chains, as the store has them now; their
+	// changes are heard as they come.
+	s.hub.resync(c.Request.Context())
 	if !strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
 		c.JSON(http.StatusOK, gin.H{"object": "list", "data": s.hub.list(who, all)})
 		return

@@ -1,6 +1,10 @@
 package web
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -72,6 +76,54 @@ type stageBadge struct {
 // traceRunning is the status of a chain still under way.
 const traceRunning = "running"
 
+// traceInterrupted is the status of another replica's chain that was
+// running when that replica went silent (see traceStaleAfter), and of its
+// stages still running then.
+const traceInterrupted = "interrupted"
+
+// TraceFeed shares the trace list between the replicas on one store, so
+// that each lists every replica's chains: a replica puts the summary of
+// its own chains as they change, reads the others' for each new list, and
+// hears of their changes as they happen. The store in Redis implements it;
+// a store in process does not, the server's own list being then the whole
+// list.
+type TraceFeed interface {
+	// PutSummary keeps data, the latest summary of chain id, among the
+	// recent ones, and hands it to every watcher.
+	PutSummary(ctx context.Context, id string, data []byte) error
+	// Summaries returns the recent summaries, in no particular order.
+	Summaries(ctx context.Context) ([][]byte, error)
+	// WatchSummaries calls fn with each summary put, by any replica,
+	// until ctx ends or the store closes.
+	WatchSummaries(ctx context.Context, fn func(data []byte))
+}
+
+// Sharing the list. A replica sends the summary of each running chain of
+// its own every traceHeartbeat, so that the others can tell a chain quiet
+// in a long stage from one whose replica died: a chain not heard of for
+// traceStaleAfter is listed as interrupted. traceShareTimeout bounds each
+// put and read; a request never waits for them.
+const (
+	traceHeartbeat    = 30 * time.Second
+	traceStaleAfter   = 2 * time.Minute
+	traceShareTimeout = time.Second
+)
+
+// sharedSummary is a summary as a replica shares it: whose chain it is,
+// and which replica sent it when, so that a replica knows its own chains,
+// the latest news of each chain, and how old it is.
+type sharedSummary struct {
+	Replica string `json:"replica"`
+	// Seq numbers the replica's news, in the order it sent them: a list
+	// read from the store may be older than a change already heard.
+	Seq   uint64 `json:"seq"`
+	Owner string `json:"owner"`
+	// At is when it was sent, in Unix milliseconds (the replicas' clocks
+	// are taken to agree within seconds).
+	At      int64        `json:"at"`
+	Summary traceSummary `json:"summary"`
+}
+
 // listedTrace is a chain in the list: its summary, whose it is, and while
 // it runs, its stages so far (the stored trace replaces them at the end).
 type listedTrace struct {
@@ -82,6 +134,14 @@ type listedTrace struct {
 	// stale: sum's badges are older than partial's stages. They are made
 	// when read (summary), not on every event of every request.
 	stale bool
+	// queued: this replica's chain waits in the hub's outbox to be shared.
+	queued bool
+	// replica is the replica that sent a chain listed from another one
+	// ("" for this replica's own), seq its number for that news, and heard
+	// when it was sent.
+	replica string
+	seq     uint64
+	heard   time.Time
 }
 
 // traceSub is one reader of the list's event stream. dirty and wake are
@@ -96,19 +156,33 @@ type traceSub struct {
 
 // traceHub lists recent chains from every front and client, live: it is
 // the engine's Watcher, and storeTrace tells it when a request ends. It
-// keeps summaries only; whole traces are in the trace store.
+// keeps summaries only; whole traces are in the trace store. With a feed
+// (shareWith) it also lists the other replicas' chains.
 type traceHub struct {
 	mu    sync.Mutex
 	items map[string]*listedTrace
-	order []string // ids, oldest first
+	order []string // ids, oldest first by start
 	subs  map[*traceSub]struct{}
 	now   func() time.Time
+
+	// feed shares the list with the other replicas; nil when alone.
+	feed TraceFeed
+	log  *slog.Logger
+	// replica names this process in what it shares, so that its own
+	// chains coming back from the store are known as its own.
+	replica string
+	seq     uint64   // the last news shared
+	outbox  []string // ids of own chains to share
+	// flushing: a goroutine is sending the outbox.
+	flushing bool
 }
 
 var _ chain.Watcher = (*traceHub)(nil)
 
 func newTraceHub() *traceHub {
-	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now, replica: hex.EncodeToString(b[:])}
 }
 
 // Watch implements chain.Watcher: a chain appears at its classification
@@ -122,10 +196,11 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it := h.items[req.TraceID]
-	if it != nil && it.sum.Status != traceRunning && ev.Kind == chain.EventClassified {
+	if it != nil && (it.sum.Status != traceRunning || it.replica != "") && ev.Kind == chain.EventClassified {
 		// A new request under an ended chain's id: the client sent the
 		// traceparent of one trace with several requests (an agent's
-		// run, a tool round trip). The list shows the latest.
+		// run, a tool round trip), maybe to another replica first. The
+		// list shows the latest.
 		it = nil
 	}
 	if it == nil {
@@ -179,25 +254,41 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 	it.sum.Mode = tr.Mode
 	it.stale = true
 	h.publish(it)
+	if ev.Kind != chain.EventTurn && ev.Kind != chain.EventTool {
+		// The other replicas hear of the chain's steps, not of each
+		// turn and tool call: the heartbeat brings those.
+		h.enqueue(it)
+	}
 }
 
 // add lists a new chain, in place of one listed under the same id; h.mu
 // is held.
 func (h *traceHub) add(id, owner, question, client string) *listedTrace {
-	if h.items[id] != nil {
-		h.order = slices.DeleteFunc(h.order, func(o string) bool { return o == id })
-	}
 	now := h.now()
 	it := &listedTrace{owner: owner, start: now, partial: &chain.Trace{Stages: []chain.StageTrace{}}}
 	it.sum = traceSummary{TraceID: id, Started: now.UnixMilli(), Question: question, Status: traceRunning, Client: client, Stages: []stageBadge{}}
+	h.put(it)
+	return it
+}
+
+// put lists it in place of any chain listed under its id, in order of
+// start, dropping the oldest beyond traceListCap; h.mu is held.
+func (h *traceHub) put(it *listedTrace) {
+	id := it.sum.TraceID
+	if h.items[id] != nil {
+		h.order = slices.DeleteFunc(h.order, func(o string) bool { return o == id })
+	}
 	h.items[id] = it
-	h.order = append(h.order, id)
+	i := len(h.order)
+	for i > 0 && h.items[h.order[i-1]].sum.Started > it.sum.Started {
+		i-- // another replica's chain, started later: rare, near the end
+	}
+	h.order = slices.Insert(h.order, i, id)
 	if len(h.order) > traceListCap {
 		old := h.order[0]
 		h.order = h.order[1:]
 		delete(h.items, old)
 	}
-	return it
 }
 
 // end records how the request of chain id, listed for who, ended; tr is
@@ -210,7 +301,7 @@ func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it := h.items[id]
-	if it == nil || it.owner != who {
+	if it == nil || it.owner != who || it.replica != "" {
 		return traceSummary{}, false
 	}
 	if tr != nil {
@@ -237,6 +328,7 @@ func (h *traceHub) stored(id string) {
 	if it := h.items[id]; it != nil && it.partial != nil {
 		it.partial = nil
 		h.publish(it)
+		h.enqueue(it)
 	}
 }
 
@@ -303,17 +395,31 @@ func (h *traceHub) list(who string, all bool) []traceSummary {
 }
 
 // running returns the stages so far of a chain under way that who may
-// see, and its summary.
+// see, and its summary. Of another replica's chain, running or
+// interrupted, whose trace is not stored, the stages known are its
+// summary's.
 func (h *traceHub) running(who string, all bool, id string) (traceSummary, *chain.Trace, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it := h.items[id]
-	if it == nil || it.partial == nil || !all && it.owner != who {
+	if it == nil || !all && it.owner != who {
 		return traceSummary{}, nil, false
 	}
-	tr := *it.partial
-	tr.Stages = slices.Clone(tr.Stages)
-	return it.summary(h.now()), &tr, true
+	now := h.now()
+	if it.partial != nil {
+		tr := *it.partial
+		tr.Stages = slices.Clone(tr.Stages)
+		return it.summary(now), &tr, true
+	}
+	h.expire(it, now)
+	if it.replica == "" || it.sum.Status != traceRunning && it.sum.Status != traceInterrupted {
+		return traceSummary{}, nil, false
+	}
+	tr := &chain.Trace{Mode: it.sum.Mode, Reasons: []string{}, Stages: make([]chain.StageTrace, 0, len(it.sum.Stages))}
+	for _, b := range it.sum.Stages {
+		tr.Stages = append(tr.Stages, chain.StageTrace{Node: b.Node, Status: b.Status, Turns: b.Turns, ToolsUsed: []chain.ToolUse{}})
+	}
+	return it.summary(now), tr, true
 }
 
 // owner returns whose listed chain id is.
@@ -339,6 +445,203 @@ func (it *listedTrace) summary(now time.Time) traceSummary {
 		s.DurationMS = now.Sub(it.start).Milliseconds()
 	}
 	return s
+}
+
+// shareWith shares the list through feed until ctx ends or the feed
+// closes: it lists the other replicas' chains, and sends this one's. It
+// is called once, before the hub watches any chain.
+func (h *traceHub) shareWith(ctx context.Context, feed TraceFeed, log *slog.Logger) {
+	h.feed, h.log = feed, log
+	go h.share(ctx) // exits when ctx ends or the feed closes
+}
+
+// share hears the other replicas' news until ctx ends or the feed closes,
+// and every traceHeartbeat sends this replica's running chains and reads
+// the whole list again: news lost while the store was away is caught up,
+// and a chain not heard of is found out.
+func (h *traceHub) share(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { // exits when ctx ends or the feed closes
+		defer close(watched)
+		defer cancel()
+		h.feed.WatchSummaries(ctx, h.heard)
+	}()
+	defer func() { cancel(); <-watched }()
+	h.resync(ctx)
+	t := time.NewTicker(traceHeartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		for _, id := range h.order {
+			if it := h.items[id]; it.partial != nil && it.sum.Status == traceRunning {
+				h.enqueue(it)
+			}
+		}
+		h.mu.Unlock()
+		h.resync(ctx)
+	}
+}
+
+// enqueue has this replica's chain it sent to the others; h.mu is held.
+// The outbox holds each chain once, whatever its changes meanwhile, and
+// one goroutine at a time sends it: a request never waits for the store.
+func (h *traceHub) enqueue(it *listedTrace) {
+	if h.feed == nil || it.replica != "" || it.queued {
+		return
+	}
+	it.queued = true
+	h.outbox = append(h.outbox, it.sum.TraceID)
+	if !h.flushing {
+		h.flushing = true
+		go h.flush() // exits when the outbox is empty
+	}
+}
+
+// flush sends the outbox's chains, as they are when sent, until it is
+// empty.
+func (h *traceHub) flush() {
+	for {
+		h.mu.Lock()
+		ids := h.outbox
+		h.outbox = nil
+		if len(ids) == 0 {
+			h.flushing = false
+			h.mu.Unlock()
+			return
+		}
+		now := h.now()
+		msgs := make([]sharedSummary, 0, len(ids))
+		for _, id := range ids {
+			if it := h.items[id]; it != nil && it.queued {
+				it.queued = false
+				h.seq++
+				msgs = append(msgs, sharedSummary{Replica: h.replica, Seq: h.seq, Owner: it.owner, At: now.UnixMilli(), Summary: it.summary(now)})
+			}
+		}
+		h.mu.Unlock()
+		for i := range msgs {
+			data, err := marshal(&msgs[i])
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), traceShareTimeout)
+				err = h.feed.PutSummary(ctx, msgs[i].Summary.TraceID, data)
+				cancel()
+			}
+			if err != nil {
+				h.log.Debug("sharing a trace summary", "trace_id", msgs[i].Summary.TraceID, "err", err)
+			}
+		}
+	}
+}
+
+// heard lists another replica's news; its own coming back is ignored.
+func (h *traceHub) heard(data []byte) {
+	var m sharedSummary
+	if err := unmarshal(data, &m); err != nil || m.Replica == h.replica {
+		return
+	}
+	h.mu.Lock()
+	h.merge(&m)
+	h.mu.Unlock()
+}
+
+// resync lists the chains the feed keeps, for a new list or on the
+// heartbeat, and finds out those not heard of for too long. Without a
+// feed it does nothing.
+func (h *traceHub) resync(ctx context.Context) {
+	if h.feed == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, traceShareTimeout)
+	sums, err := h.feed.Summaries(ctx)
+	cancel()
+	if err != nil {
+		h.log.Debug("reading the shared trace list", "err", err)
+	}
+	msgs := make([]sharedSummary, 0, len(sums))
+	for _, data := range sums {
+		var m sharedSummary
+		if unmarshal(data, &m) == nil && m.Replica != h.replica {
+			msgs = append(msgs, m)
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range msgs {
+		h.merge(&msgs[i])
+	}
+	now := h.now()
+	for _, id := range h.order {
+		h.expire(h.items[id], now)
+	}
+}
+
+// merge lists m, another replica's news of a chain, unless the list has
+// later news of it; h.mu is held. A chain of this replica's own stays,
+// unless m is of a later request under its id (the chain went on
+// elsewhere).
+func (h *traceHub) merge(m *sharedSummary) {
+	id := m.Summary.TraceID
+	it := h.items[id]
+	switch {
+	case id == "":
+		return
+	case it == nil:
+		if len(h.order) >= traceListCap && m.Summary.Started < h.items[h.order[0]].sum.Started {
+			return // older than every chain kept
+		}
+	case it.replica == "":
+		if it.partial != nil || m.Summary.Started <= it.sum.Started {
+			return
+		}
+	case it.replica == m.Replica:
+		if m.Seq <= it.seq {
+			return
+		}
+	default:
+		if m.Summary.Started < it.sum.Started {
+			return
+		}
+	}
+	if m.Summary.Stages == nil {
+		m.Summary.Stages = []stageBadge{}
+	}
+	nit := &listedTrace{owner: m.Owner, sum: m.Summary, start: time.UnixMilli(m.Summary.Started), replica: m.Replica, seq: m.Seq, heard: time.UnixMilli(m.At)}
+	if it != nil && it.replica != "" && it.sum.Started == nit.sum.Started {
+		// News of a chain listed: in its place. A heartbeat that
+		// changes nothing is not news to the readers.
+		h.items[id] = nit
+		if it.owner == nit.owner && it.sum.Status == nit.sum.Status && it.sum.Mode == nit.sum.Mode &&
+			it.sum.Tokens == nit.sum.Tokens && slices.Equal(it.sum.Stages, nit.sum.Stages) {
+			return
+		}
+	} else {
+		h.put(nit)
+	}
+	h.publish(nit)
+}
+
+// expire lists another replica's chain not heard of for traceStaleAfter
+// as interrupted, with its stages still running, and tells the readers:
+// its replica died or lost the store with the chain under way. Later news
+// of it lists it again. h.mu is held.
+func (h *traceHub) expire(it *listedTrace, now time.Time) {
+	if it.replica == "" || it.sum.Status != traceRunning || now.Sub(it.heard) <= traceStaleAfter {
+		return
+	}
+	it.sum.Status = traceInterrupted
+	it.sum.DurationMS = max(it.heard.Sub(it.start).Milliseconds(), 0)
+	for i := range it.sum.Stages {
+		if it.sum.Stages[i].Status == traceRunning {
+			it.sum.Stages[i].Status = traceInterrupted
+		}
+	}
+	h.publish(it)
 }
 
 // badges are tr's stages for the list, and its tokens.
