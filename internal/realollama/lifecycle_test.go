@@ -114,9 +114,8 @@ chain:
 		t.Run(tc.name, func(t *testing.T) {
 			const n = 3
 			type result struct {
-				status  int
-				body    []byte
-				queueMS int64
+				status int
+				body   []byte
 			}
 			results := make([]result, n)
 			var wg sync.WaitGroup
