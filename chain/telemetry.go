@@ -254,27 +254,49 @@ func callErrorType(err error) string {
 	return "_OTHER"
 }
 
-// toolSpan records one tool call the model asked for, from start to end,
-// with what became of it (status: ok, cached, blocked, duplicate, error,
-// client). A server tool's span covers the guards and the run; a client
-// tool's, the hand-over (status client) or, in the request that brought
-// its result back, the round trip from start.
+// toolSpan records one call of a client tool, which the proxy does not
+// run, from start to end: its hand-over (status client) or the anti-loop's
+// refusal, or, in the request that brought its result back, the round trip
+// from start. A server tool's span is opened before it runs instead
+// (startToolSpan), so that the tool runs inside it.
 func (r *run) toolSpan(s *stage, id string, u *ToolUse, start, end time.Time) {
 	if s.span == nil {
 		return
 	}
-	ctx := trace.ContextWithSpan(context.Background(), s.span)
-	_, span := s.span.TracerProvider().Tracer(tracerScope).Start(ctx, "execute_tool "+u.Name,
+	_, span := r.startToolSpan(context.Background(), s, id, u.Name, start)
+	r.endToolSpan(span, u, nil, end)
+}
+
+// startToolSpan starts the span of a tool call ("execute_tool {tool}") under
+// stage s's span, which must be open, and returns ctx carrying it: the
+// server tool runs under that context, so that its HTTP endpoint or MCP
+// server is sent the span as the parent of its own (tools/http.go,
+// tools/mcp). What became of the call is known at its end (endToolSpan).
+func (r *run) startToolSpan(ctx context.Context, s *stage, id, name string, start time.Time) (context.Context, trace.Span) {
+	return s.span.TracerProvider().Tracer(tracerScope).Start(trace.ContextWithSpan(ctx, s.span), "execute_tool "+name,
 		trace.WithTimestamp(start),
 		trace.WithAttributes(
 			attribute.String(attrOperation, "execute_tool"),
-			attribute.String(attrToolName, u.Name),
+			attribute.String(attrToolName, name),
 			attribute.String(attrToolCallID, id),
 			attribute.String(attrToolType, "function"),
-			attribute.String("chain.tool.status", u.Status),
-			attribute.Bool("chain.tool.client", u.Client),
 			attribute.Int("chain.stage", s.idx),
 		))
+}
+
+// endToolSpan ends a tool call's span with what became of it (u.Status:
+// ok, cached, blocked, duplicate, error, client), or with err when the
+// request ended during the call, which then has no outcome.
+func (r *run) endToolSpan(span trace.Span, u *ToolUse, err error, end time.Time) {
+	if err != nil {
+		span.SetStatus(codes.Error, r.e.redact.String(err.Error()))
+		span.End(trace.WithTimestamp(end))
+		return
+	}
+	span.SetAttributes(
+		attribute.String("chain.tool.status", u.Status),
+		attribute.Bool("chain.tool.client", u.Client),
+	)
 	if r.e.cfg.Telemetry.CaptureContent {
 		span.SetAttributes(attribute.String(attrToolArgs, r.e.redact.String(string(u.Args))))
 		if u.Status != ToolClient {

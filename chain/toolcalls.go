@@ -10,6 +10,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/tools"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // execBatch runs the tool calls of one model response through the guards
@@ -26,7 +28,16 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 		start := time.Now()
 		u := &b.uses[i]
 		*u = ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), StartMS: start.Sub(r.t0).Milliseconds()}
-		if err := r.judge(ctx, s, &b, i); err != nil {
+		// The call's span is open from the start, guards included, and
+		// the tool runs under it: its server continues the trace.
+		cctx, span := ctx, trace.Span(nil)
+		if s.span != nil {
+			cctx, span = r.startToolSpan(ctx, s, c.ID, c.Name, start)
+		}
+		if err := r.judge(cctx, s, &b, i); err != nil {
+			if span != nil {
+				r.endToolSpan(span, u, err, time.Now())
+			}
 			return nil, err
 		}
 		u.DurationMS = time.Since(start).Milliseconds()
@@ -37,8 +48,8 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 		u.Result = tools.Truncate(u.Result, cfg.Tools.TraceResultBytes)
 		out = append(out, Message{Role: "tool", ToolCallID: c.ID, Name: c.Name, Content: model})
 		s.st.ToolsUsed = append(s.st.ToolsUsed, *u)
-		if s.span != nil {
-			r.toolSpan(s, c.ID, u, start, time.Now())
+		if span != nil {
+			r.endToolSpan(span, u, nil, time.Now())
 		}
 		s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: model})
 		tu := *u

@@ -18,6 +18,7 @@ import (
 	"chainproxy/internal/origin"
 	"chainproxy/internal/redact"
 
+	"go.opentelemetry.io/otel/propagation"
 	"golang.org/x/text/encoding/htmlindex"
 )
 
@@ -83,6 +84,11 @@ func callHTTP(ctx context.Context, client *http.Client, red redact.Redactor, nam
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
+	// A traced call (the chain's execute_tool span is in ctx): the
+	// endpoint, or a gateway in front of it, continues the trace, as a
+	// node does for a model call (chain/bodycap.go). Only the tool's own
+	// origin gets it: client never follows a redirect elsewhere.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := client.Do(req)
 	if err != nil {
 		// The URL is configuration and may carry a secret in its query, so

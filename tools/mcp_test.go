@@ -119,6 +119,13 @@ func newTestServer(cancelled chan<- struct{}) *sdk.Server {
 			}
 			return &sdk.CallToolResult{Content: []sdk.Content{}, StructuredContent: map[string]any{"tables": []string{"Tasks", "People"}}}, nil
 		})
+	// Answers the W3C trace context it was sent in params._meta, one key
+	// a line, as a traced server would extract it.
+	s.AddTool(&sdk.Tool{Name: "tracecontext", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			text := fmt.Sprintf("traceparent=%v\ntracestate=%v", req.Params.Meta["traceparent"], req.Params.Meta["tracestate"])
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "die", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			os.Exit(3)

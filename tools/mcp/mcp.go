@@ -34,6 +34,8 @@ import (
 	"chainproxy/internal/origin"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrUnavailable: the server has no live session right now.
@@ -221,7 +223,7 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args json.RawMe
 	if sess == nil {
 		return "", fmt.Errorf("%w: %s", ErrUnavailable, server)
 	}
-	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args, Meta: traceMeta(ctx)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return "", ctx.Err()
@@ -240,6 +242,25 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args json.RawMe
 		return "", fmt.Errorf("%w: %s", ErrToolError, text)
 	}
 	return text, nil
+}
+
+// traceMeta is the W3C trace context of a traced call (the chain's
+// execute_tool span is in ctx) as params._meta keys, traceparent and
+// tracestate, where the OpenTelemetry MCP conventions put it (semantic
+// conventions docs/gen-ai/mcp.md, "Context propagation"; MCP SEP-414): a
+// traced server's span is then the tool call's child, whatever the
+// transport, stdio included. nil when the call is not traced.
+func traceMeta(ctx context.Context) sdk.Meta {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	meta := make(sdk.Meta, len(carrier))
+	for k, v := range carrier {
+		meta[k] = v
+	}
+	return meta
 }
 
 // render joins text content and summarises the rest, so a model always
