@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"hash/fnv"
 	"strings"
 	"time"
 
+	"chainproxy/antiloop"
 	"chainproxy/tools"
 )
 
@@ -139,7 +139,8 @@ type clientSeen struct {
 // already ran antiloop.max_polls times in the stage is refused. A duplicate
 // within the batch is dropped from the assistant message (the client would
 // run it twice); a refused call gets a tool message saying why, so the
-// conversation stays well-formed.
+// conversation stays well-formed. A turn in which nothing went to the
+// client or ran counts toward stopped_no_progress (progress).
 func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error {
 	client := r.clientNames()
 	at := len(s.msgs) - 1 // the turn's assistant message
@@ -157,6 +158,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 		s.msgs = append(s.msgs, results...)
 	}
 	asked := &s.msgs[at]
+	first := len(s.st.ToolsUsed) // the turn's client calls
 	kept := asked.ToolCalls[:0:0]
 	firstOf := map[uint64]bool{}
 	idf := clientIdentities(r.req.ClientTools)
@@ -225,6 +227,14 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 		}
 		s.awaiting = nil
 	}
+	if len(server) == 0 && len(s.awaiting) == 0 {
+		// Nothing went to the client and nothing ran: the turn is over, and
+		// counts toward stopped_no_progress as a turn of refused server
+		// calls does, so that a model asking again and again for a call
+		// refused past max_polls stops after three turns, not at its budget.
+		// A turn with server calls was counted by execBatch.
+		progress(s, s.st.ToolsUsed[first:])
+	}
 	r.trace.Stages[s.idx] = s.st
 	return nil
 }
@@ -256,7 +266,10 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		if s.clientRes == nil {
 			s.clientRes = map[uint64]clientSeen{}
 		}
-		h := resultHash(res)
+		// Hashed without the lines that only name the run (Codex's chunk ID
+		// and wall time, Qwen Code's PGID): two runs that found the same
+		// thing are the same result.
+		h := antiloop.ResultHash(res)
 		prev, ok := s.clientRes[p.Sig]
 		if ok && prev.Hash == h && s.stop == "" {
 			// The same call gave the same result again: the stage learns
@@ -265,6 +278,11 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 			res += "\n\n[the same call returned the same result before in this stage; the stage stops here]"
 		}
 		s.clientRes[p.Sig] = clientSeen{Runs: prev.Runs + 1, Hash: h}
+		if u.Status == ToolOK && !emptyResult(res) {
+			// A result is progress: the refused turns before it do not
+			// add up with those after it.
+			s.idle = 0
+		}
 		model := tools.Truncate(res, cfg.MaxResultBytes)
 		u.Result = tools.Truncate(res, cfg.TraceResultBytes)
 		s.msgs = append(s.msgs, Message{Role: "tool", ToolCallID: p.ID, Name: p.Name, Content: model})
@@ -279,14 +297,6 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 	}
 	r.trace.Stages[s.idx] = s.st
 	return nil
-}
-
-// resultHash identifies a client result, to tell a repeat that learned
-// nothing (same result) from one that did.
-func resultHash(res string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(res))
-	return h.Sum64()
 }
 
 // clientError reads a client's tool result as a failure when it says so:
