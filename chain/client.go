@@ -211,7 +211,10 @@ func JudgeClientCalls(calls []ToolCall, clientTools []Tool, history ClientHistor
 			ids[k] = r.id
 		}
 		switch n := len(h); {
-		case n >= 2 && h[n-1].content == h[n-2].content:
+		case n >= 2 && antiloop.ResultHash(h[n-1].content) == antiloop.ResultHash(h[n-2].content):
+			// Compared as the chain compares client results: without the
+			// lines that only name the run (Codex's chunk ID and wall
+			// time, Qwen Code's PGID), which differ at every run.
 			out[i] = ClientJudgement{Status: ToolBlocked, Earlier: ids,
 				Reason: "not passed on: the conversation already holds this call's result twice in a row, unchanged (" + strings.Join(ids[n-2:], ", ") + ")"}
 		case n >= maxPolls:

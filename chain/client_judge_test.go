@@ -35,6 +35,12 @@ func TestJudgeClientCalls(t *testing.T) {
 		{"same result twice", history("10%", "10%"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolBlocked}},
 		{"same result twice, call spelled otherwise", history("10%", "10%"), []chain.ToolCall{call("n", `{ "verbose": false, "job": "j", "x": null }`)}, []string{chain.ToolBlocked}},
 		{"an old repeat, then progress", history("10%", "10%", "50%"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolOK}},
+		// Codex heads each command's result with a chunk ID and the wall
+		// time, new at every run (codex-rs core/src/tools/context.rs).
+		{"same Codex output twice", history(
+			"Chunk ID: 3f9a1c\nWall time: 0.0102 seconds\nProcess exited with code 0\nOutput:\na.go\nb.go\n",
+			"Chunk ID: 77b2e0\nWall time: 0.0087 seconds\nProcess exited with code 0\nOutput:\na.go\nb.go\n"),
+			[]chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolBlocked}},
 		{"max polls", history("1", "2", "3", "4"), []chain.ToolCall{call("n", `{"job":"j"}`)}, []string{chain.ToolBlocked}},
 		{"batch duplicate", history(), []chain.ToolCall{call("a", `{"job":"j"}`), call("b", `{"job":"j","verbose":false}`), call("c", `{"job":"k"}`)}, []string{chain.ToolOK, chain.ToolDuplicate, chain.ToolOK}},
 		{"unparsable arguments are passed on", history("1", "1"), []chain.ToolCall{call("n", `{job`)}, []string{chain.ToolOK}},
