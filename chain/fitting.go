@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"chainproxy/antiloop"
 	"chainproxy/config"
 	"chainproxy/memory"
 )
@@ -398,7 +399,7 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 	var usage *Usage
 	// The summary has its share of the stage's window to fill; a model
 	// that rambles stops there.
-	maxTokens := min(summarizerReserve, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
+	maxTokens := min(memory.SummaryTokens, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
 	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow})
 	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
 	err := n.chat(cctx, req, func(c Chunk) error {
@@ -431,6 +432,26 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 	} else if usage != nil {
 		r.e.calibration.Observe(ctx, n.Name, memory.Chars(prompt), usage.PromptTokens)
 	}
+	// A thinking model may open its answer with a <think> block.
+	var ts ThinkSplitter
+	head, _ := ts.Feed(text.String())
+	tail, _ := ts.Flush()
+	summary := head + tail
+	// A small model may loop, one line again and again to its cap: the
+	// summary is cut after the first copy, as a stage's answer is, rather
+	// than cached and sent with every later request.
+	var rep antiloop.Repeats
+	if l, loop := rep.End(summary); loop {
+		summary = summary[:l.Keep]
+	}
+	summary = strings.TrimSpace(summary)
+	if err == nil && summary == "" {
+		// A thinking summarizer that spent its cap on reasoning wrote
+		// nothing: a failure, so that the trace and the log say why the
+		// older turns were dropped.
+		err = fmt.Errorf("summarizer node %s wrote no summary (finish_reason %q)", n.Name, mc.FinishReason)
+		mc.Error = err.Error()
+	}
 	s.st.Calls = append(s.st.Calls, mc)
 	if span != nil {
 		r.endCall(span, &mc, "", &Message{Role: "assistant", Content: text.String()}, err)
@@ -438,11 +459,7 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 	if err != nil {
 		return "", err
 	}
-	// A thinking model may open its answer with a <think> block.
-	var ts ThinkSplitter
-	head, _ := ts.Feed(text.String())
-	tail, _ := ts.Flush()
-	return head + tail, nil
+	return summary, nil
 }
 
 // Store caches s for memory.summary_ttl; best effort: a summary not cached
@@ -455,6 +472,3 @@ func (f *folder) Store(ctx context.Context, key string, s memory.Summary) {
 		_ = f.r.e.kv.Set(context.WithoutCancel(ctx), key, data, f.r.e.cfg.Memory.SummaryTTL)
 	}
 }
-
-// summarizerReserve bounds the summarizer's answer, in tokens.
-const summarizerReserve = 512

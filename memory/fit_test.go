@@ -55,6 +55,8 @@ type scripted struct {
 	calls   int
 	fail    error
 	prompts [][]Message
+	// window is the summarizer's window, 32768 when 0.
+	window int
 }
 
 func (s *scripted) Cached(_ context.Context, key string) (Summary, bool) {
@@ -78,7 +80,12 @@ func (s *scripted) Store(_ context.Context, key string, sum Summary) {
 	s.cache[key] = sum
 }
 
-func (s *scripted) Window(context.Context) (int, float64) { return 32768, 4 }
+func (s *scripted) Window(context.Context) (int, float64) {
+	if s.window > 0 {
+		return s.window, 4
+	}
+	return 32768, 4
+}
 
 func marked(r *Result, mark string) []Message {
 	var out []Message

@@ -135,17 +135,37 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 	return Summary{}, false
 }
 
-// summarizerReserve is kept in the summarizer's window for its answer.
+// summarizeLead opens the summarizer's user message.
+const summarizeLead = "Summarise this conversation:\n\n"
+
+// SummaryTokens bounds a summary, in tokens: the summarizer's answer is
+// capped there, and asked for no more words than it allows.
+const SummaryTokens = 512
+
+// summarizerReserve is kept in the summarizer's window for its answer
+// (SummaryTokens) and its chat template.
 const summarizerReserve = 768
+
+// minTurnRoom is the least room worth cutting a turn into for the
+// summarizer; headTailMark is what HeadTail's omission line may add beyond
+// its limit.
+const (
+	minTurnRoom  = 400
+	headTailMark = 40
+)
 
 // summaryPrompt is the summarizer's prompt for turns prev.To+1..to, with
 // prev's text when there is one, and to: the last turn that fits the
 // summarizer's own window (its messages cut to a few lines each).
 func (f *fitting) summaryPrompt(ctx context.Context, folder Folder, prev Summary, m int) ([]Message, int) {
 	window, ratio := folder.Window(ctx)
-	words := max(Tokens(f.in.share(f.in.Shares.Summaries), f.in.Ratio)*3/4, 60)
-	sys := fmt.Sprintf("You summarise the earlier part of a conversation for an assistant that will not see it. In at most %d words, say what the user asked, what was answered, which tools were called with which arguments and what they returned, and which files, names and numbers matter. Facts only, no preamble.", words)
-	room := int(float64(window-summarizerReserve)*ratio) - len(sys) - 2*MessageOverhead
+	// The summary's share, at most what the summarizer may answer, at two
+	// tokens a word: French or German take about twice the tokens of
+	// English words, and a summary asked more words than its cap is cut
+	// before the latest turns it covers.
+	words := max(min(Tokens(f.in.share(f.in.Shares.Summaries), f.in.Ratio), SummaryTokens)/2, 60)
+	sys := fmt.Sprintf("You summarise the earlier part of a conversation for an assistant that will not see it. In at most %d words, say what the user asked, what was answered, which tools were called with which arguments and what they returned, and which files, names and numbers matter. Write in the language of the conversation, keeping the user's own terms. Facts only, no preamble.", words)
+	room := int(float64(window-summarizerReserve)*ratio) - len(sys) - len(summarizeLead) - 2*MessageOverhead
 	var b strings.Builder
 	if prev.To > 0 {
 		fmt.Fprintf(&b, "Summary of turns 1–%d:\n%s\n\n", prev.To, prev.Text)
@@ -162,14 +182,23 @@ func (f *fitting) summaryPrompt(ctx context.Context, folder Folder, prev Summary
 		n := b.Len()
 		writeTurn(&b, k, f.turns[k-1], per)
 		if b.Len() > room {
-			s := b.String()[:n]
+			s := b.String()
 			b.Reset()
-			b.WriteString(s)
+			b.WriteString(s[:n])
+			if k == prev.To+1 && room-n >= minTurnRoom {
+				// A turn longer than the summarizer's whole window (an
+				// agent's many calls before it answered) is cut in its
+				// middle, its question and answer kept: whole, it would
+				// never be summarized, and every call it made be dropped.
+				cut, _ := HeadTail(s[n:], room-n-headTailMark)
+				b.WriteString(cut)
+				to = k
+			}
 			break
 		}
 		to = k
 	}
-	return []Message{{Role: "system", Content: sys}, {Role: "user", Content: "Summarise this conversation:\n\n" + b.String()}}, to
+	return []Message{{Role: "system", Content: sys}, {Role: "user", Content: summarizeLead + b.String()}}, to
 }
 
 // writeTurn renders turn k for the summarizer: every message, tool calls
