@@ -26,6 +26,7 @@ type responsesRequest struct {
 	Stream             bool              `json:"stream"`
 	Store              *bool             `json:"store"`
 	PreviousResponseID string            `json:"previous_response_id"`
+	Conversation       json.RawMessage   `json:"conversation"`
 	Tools              []json.RawMessage `json:"tools"`
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
@@ -113,6 +114,12 @@ func decodeResponsesRequest(body []byte) (*responsesRequest, error) {
 	}
 	if err := req.decodeInput(); err != nil {
 		return nil, err
+	}
+	if !absent(req.Conversation) {
+		// The Agents SDK sends it for a run given a conversationId. Going
+		// on without the conversation's items would answer without the
+		// history the client counts on.
+		return nil, invalid("conversation", "conversation is not supported: the proxy keeps no conversations; use previous_response_id (with store) or send the whole history in input")
 	}
 	if len(req.items) == 0 && req.PreviousResponseID == "" {
 		return nil, invalid("input", "input must be a non-empty string or array of items")

@@ -107,9 +107,17 @@ func responseKey(who, id string) string { return "response/" + traceKey(who, id)
 
 // storeResponse keeps a response for previous_response_id and GET
 // /v1/responses/{id}, in the trace store: memory, or Redis shared by the
-// replicas, with the traces' bound and TTL.
+// replicas, with the traces' bound and TTL. The trace store bounds how
+// many it keeps, not their size, and each holds the whole conversation,
+// which previous_response_id grows turn after turn: one larger than
+// server.max_body_bytes, more than a client may send as its whole
+// history, is not kept, so that a continuation never carries more than a
+// request could.
 func (s *Server) storeResponse(ctx context.Context, who, id string, resp []byte, msgs []chain.Message) {
 	doc, err := marshal(storedResponse{Response: resp, Messages: msgs})
+	if err == nil && int64(len(doc)) > s.cfg.Server.MaxBodyBytes {
+		err = fmt.Errorf("the conversation is %d bytes, more than server.max_body_bytes (%d)", len(doc), s.cfg.Server.MaxBodyBytes)
+	}
 	if err == nil {
 		err = s.traces.PutTrace(context.WithoutCancel(ctx), responseKey(who, id), doc)
 	}
@@ -122,7 +130,7 @@ func (s *Server) storeResponse(ctx context.Context, who, id string, resp []byte,
 // caller's: the same 404 for each, so that ids cannot be probed.
 func errResponseNotFound(id string) error {
 	return &httpError{http.StatusNotFound, "invalid_request_error", "previous_response_not_found",
-		fmt.Sprintf("response %q not found (only responses created with store: true are kept, for a while)", id)}
+		fmt.Sprintf("response %q not found (only responses created with store: true, whose conversation is within server.max_body_bytes, are kept, for a while)", id)}
 }
 
 func (s *Server) loadResponse(ctx context.Context, who, id string) (*storedResponse, error) {
