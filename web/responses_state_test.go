@@ -3,8 +3,6 @@ package web
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -46,17 +44,6 @@ func mentions(msgs []api.Message, text string) bool {
 		}
 	}
 	return false
-}
-
-func getResponse(t *testing.T, url, id string) (int, []byte) {
-	t.Helper()
-	resp, err := http.Get(url + "/v1/responses/" + id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
 }
 
 // TestResponsesConversationRefused: conversation (a Conversations API id,
