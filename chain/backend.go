@@ -120,6 +120,11 @@ type Request struct {
 	// context_window, the same on every call so that Ollama never reloads
 	// the model for it. Backends without the notion ignore it.
 	NumCtx int
+	// NoThink asks the model not to think (Ollama's think: false): set
+	// for a summary, whose answer cap a thinking model would spend on its
+	// reasoning, and only for a model that reports thinking, since others
+	// may refuse the field. Backends without the notion ignore it.
+	NoThink bool
 	// MaxArgsBytes, when positive, caps what a backend keeps of one tool
 	// call's arguments: at most MaxArgsBytes+1 bytes, so that a call over
 	// the cap (tools.max_args_bytes) is known by its length and refused.

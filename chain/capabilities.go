@@ -15,6 +15,10 @@ import (
 // /api/show names it.
 const CapTools = "tools"
 
+// CapThinking is the capability of a model that thinks before it answers
+// and can be asked not to (Ollama's think).
+const CapThinking = "thinking"
+
 // ErrModelNotFound is wrapped by a Describer's error when the node's server
 // does not have the node's model.
 var ErrModelNotFound = errors.New("model not found")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -400,7 +401,10 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error
 	// The summary has its share of the stage's window to fill; a model
 	// that rambles stops there.
 	maxTokens := min(memory.SummaryTokens, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
-	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow})
+	// Asked of the summarizer's server once if nothing tells yet.
+	caps, _ := r.e.learnCaps(ctx, n)
+	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow,
+		NoThink: slices.Contains(caps, CapThinking)})
 	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
 	err := n.chat(cctx, req, func(c Chunk) error {
 		text.WriteString(c.Content)

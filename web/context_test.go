@@ -386,3 +386,43 @@ func TestContextOpenAINodes(t *testing.T) {
 		t.Fatalf("context %+v", ct)
 	}
 }
+
+// TestContextSummarizerNoThink: a summarizer whose model thinks (qwen3,
+// deepseek-r1) is asked not to, since its 512-token cap would go to its
+// reasoning and leave no summary; a model that does not think gets no
+// think field (Ollama refuses think: true to it, and the field would say
+// nothing), and the answering call keeps the model's own default.
+func TestContextSummarizerNoThink(t *testing.T) {
+	for _, tc := range []struct {
+		caps []string
+		want any // the summary call's think, as decoded from its body
+	}{
+		{[]string{"completion", "tools", "thinking"}, false},
+		{[]string{"completion", "tools"}, nil},
+	} {
+		fake := newSummarizing(t)
+		fake.SetWindow(2048, 4)
+		fake.SetModel("a-model", tc.caps...)
+		srv := contextProxy(t, windowConfig(fake.URL, 2048), nil)
+		if a := askLong(t, srv, longConversation(30, 1600), false); a.status != http.StatusOK {
+			t.Fatalf("status %d: %s", a.status, a.body)
+		}
+		summaries := 0
+		for i, req := range fake.Requests() {
+			think := fake.Bodies()[i]["think"]
+			if !isSummaryRequest(&req) {
+				if think != nil {
+					t.Errorf("caps %v: the answering call sent think %v", tc.caps, think)
+				}
+				continue
+			}
+			summaries++
+			if think != tc.want {
+				t.Errorf("caps %v: the summary call sent think %v, want %v", tc.caps, think, tc.want)
+			}
+		}
+		if summaries == 0 {
+			t.Fatalf("caps %v: no summary call", tc.caps)
+		}
+	}
+}

@@ -98,6 +98,9 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// overflow is an error the proxy sees and fits again (chain's
 	// ContextOverflow).
 	creq.Truncate = &noTruncate
+	if req.NoThink {
+		creq.Think = &api.ThinkValue{Value: false}
+	}
 	// Nor may the answer push the prompt out: by default Ollama, once
 	// prompt and answer fill the window, drops the older half of the
 	// prompt and goes on (v0.17.4 runner/ollamarunner, ShiftCacheSlot),
