@@ -2,6 +2,7 @@ package ollama
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/ollama/ollama/api"
@@ -99,5 +100,20 @@ func TestInlineRefs(t *testing.T) {
 				t.Errorf("inlineRefs(%s)\n got %s\nwant %s", tt.in, gb, wb)
 			}
 		})
+	}
+}
+
+// TestInlineRefsKeepsOrder: properties keep the order their author wrote
+// (Ollama keeps it too, and the model reads them so), not the alphabetical
+// order of a Go map; numbers keep their text.
+func TestInlineRefsKeepsOrder(t *testing.T) {
+	out := string(inlineRefs(json.RawMessage(pydanticPerson)))
+	name, address, previous := strings.Index(out, `"name"`), strings.Index(out, `"address"`), strings.Index(out, `"previous"`)
+	street, city := strings.Index(out, `"street"`), strings.Index(out, `"city"`)
+	if name < 0 || !(name < address && address < previous) || street < 0 || !(street < city) {
+		t.Errorf("properties out of order in %s", out)
+	}
+	if got := string(inlineRefs(json.RawMessage(`{"properties":{"z":{"$ref":"#/$defs/N"},"a":{"type":"integer","maximum":1e3}},"$defs":{"N":{"type":"number","minimum":0.10}}}`))); got != `{"properties":{"z":{"type":"number","minimum":0.10},"a":{"type":"integer","maximum":1e3}}}` {
+		t.Errorf("inlineRefs = %s", got)
 	}
 }
