@@ -4,127 +4,32 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
 	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
-	"chainproxy/internal/fakeopenai"
 	"chainproxy/store"
-	"chainproxy/tools"
 )
-
-// wireReply is one scripted upstream answer, spoken in either wire format:
-// say, or an HTTP error status before anything is streamed.
-type wireReply struct {
-	say
-	status int
-}
 
 // wireEngine builds an engine over OL1, M1 and M2 served by fakes of
 // provider, each playing its replies (the last repeats), with stages
 // (chain.stages' YAML) and a workspace holding a.txt.
-func wireEngine(t *testing.T, provider, stages string, scripts map[string][]wireReply) *chain.Engine {
+func wireEngine(t *testing.T, provider, stages string, scripts map[string][]say) *chain.Engine {
 	t.Helper()
 	var y strings.Builder
 	y.WriteString("nodes:\n")
 	for _, name := range []string{"OL1", "M1", "M2"} {
-		y.WriteString(startWireNode(t, provider, name, scripts[name]))
+		_, line := startNode(t, provider, name, scripts[name])
+		y.WriteString(line)
 	}
 	y.WriteString("chain:\n  stages:\n" + stages)
-	cfg, err := config.Parse([]byte(y.String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tools.Root = t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfg.Tools.Root, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.New(cfg.Tools, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	backends := map[string]chain.Backend{}
-	for _, n := range cfg.Nodes {
-		if n.Provider == config.ProviderOllama {
-			backends[n.Name] = ollama.New(n, nil)
-		} else {
-			backends[n.Name] = openai.New(n, nil)
-		}
-	}
-	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return eng
-}
-
-// startWireNode serves script in the provider's wire format and returns
-// the node's configuration line.
-func startWireNode(t *testing.T, provider, name string, script []wireReply) string {
-	t.Helper()
-	if provider == config.ProviderOpenAI {
-		var replies []fakeopenai.Reply
-		for _, s := range script {
-			r := fakeopenai.Reply{Content: s.content, Reasoning: s.reasoning, Status: s.status}
-			if s.status != 0 {
-				r.Error, r.ErrorType = "The server had an error while processing your request.", "server_error"
-			}
-			for _, c := range s.calls {
-				r.ToolCalls = append(r.ToolCalls, fakeopenai.ToolCall{Name: c.name, Arguments: c.args})
-			}
-			replies = append(replies, r)
-		}
-		f := fakeopenai.New(t, replies...)
-		return fmt.Sprintf("  - {name: %s, provider: openai, base_url: %q, model: m-%s, timeout: 10s}\n", name, f.BaseURL(), name)
-	}
-	var replies []fakeollama.Reply
-	for _, s := range script {
-		r := fakeollama.Reply{Content: s.content, Thinking: s.reasoning, Status: s.status}
-		if s.status != 0 {
-			r.Error = "llama runner process has terminated: exit status 2"
-		}
-		for _, c := range s.calls {
-			var args map[string]any
-			if err := json.Unmarshal([]byte(c.args), &args); err != nil {
-				t.Fatalf("script of %s: %v", name, err)
-			}
-			r.ToolCalls = append(r.ToolCalls, fakeollama.ToolCall{Name: c.name, Args: args})
-		}
-		replies = append(replies, r)
-	}
-	f := fakeollama.New(t, replies...)
-	return fmt.Sprintf("  - {name: %s, provider: ollama, base_url: %q, model: m-%s, timeout: 10s}\n", name, f.URL, name)
-}
-
-// wireRun runs req on eng, streamed or not, and returns what the client
-// saw streamed with the result.
-func wireRun(t *testing.T, eng *chain.Engine, stream bool, req *chain.RunRequest) (*chain.Result, string, error) {
-	t.Helper()
-	var emit func(chain.Event) error
-	var deltas strings.Builder
-	if stream {
-		emit = func(ev chain.Event) error {
-			if ev.Kind == chain.EventDelta {
-				deltas.WriteString(ev.Content)
-			}
-			return nil
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := eng.Run(ctx, req, emit)
-	return res, deltas.String(), err
+	return engineOf(t, y.String())
 }
 
 const threeStages = "    - {node: OL1, max_turns: 4, tools: true}\n    - {node: M1, max_turns: 3}\n    - {node: M2, max_turns: 2}\n"
@@ -138,19 +43,19 @@ const threeStages = "    - {node: OL1, max_turns: 4, tools: true}\n    - {node: 
 // The upstream failures are a 500 in each wire format (Ollama's
 // {"error": …} body, OpenAI's error object).
 func TestFailedAnsweringStageFallsBack(t *testing.T) {
-	notes := wireReply{say: say{content: []string{"OL1 notes: a.txt holds alpha."}}}
-	listed := wireReply{say: say{calls: []sayCall{{"read_file", `{"path":"a.txt"}`}}}}
-	failed := wireReply{status: 500}
+	notes := say{content: []string{"OL1 notes: a.txt holds alpha."}}
+	listed := say{calls: []sayCall{{"read_file", `{"path":"a.txt"}`}}}
+	failed := say{status: 500}
 	tests := []struct {
 		name     string
-		m1       wireReply
+		m1       say
 		statuses []string
 		reply    string
 		m2Error  string // the end of M2's error
 	}{
-		{"M1 answered", wireReply{say: say{content: []string{"M1 synthesis: alpha."}}}, []string{"ok", "ok", "failed"},
+		{"M1 answered", say{content: []string{"M1 synthesis: alpha."}}, []string{"ok", "ok", "failed"},
 			"M1 synthesis: alpha.", "; answered with M1's answer"},
-		{"M1 only reasoned", wireReply{say: say{reasoning: []string{"Let me think about a.txt."}}}, []string{"ok", "degenerate", "failed"},
+		{"M1 only reasoned", say{reasoning: []string{"Let me think about a.txt."}}, []string{"ok", "degenerate", "failed"},
 			"OL1 notes: a.txt holds alpha.", "; answered with OL1's answer"},
 		{"M1 failed too", failed, []string{"ok", "failed", "failed"},
 			"OL1 notes: a.txt holds alpha.", "; answered with OL1's answer"},
@@ -158,8 +63,8 @@ func TestFailedAnsweringStageFallsBack(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			forEachWire(t, func(t *testing.T, provider string, stream bool) {
-				eng := wireEngine(t, provider, threeStages, map[string][]wireReply{"OL1": {listed, notes}, "M1": {tt.m1}, "M2": {failed}})
-				res, deltas, err := wireRun(t, eng, stream, &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: t.Name(),
+				eng := wireEngine(t, provider, threeStages, map[string][]say{"OL1": {listed, notes}, "M1": {tt.m1}, "M2": {failed}})
+				res, deltas, err := runEmit(t, eng, stream, &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: t.Name(),
 					Messages: []chain.Message{{Role: "user", Content: "what is in a.txt?"}}})
 				if err != nil {
 					t.Fatal(err)
@@ -225,7 +130,7 @@ func TestClientToolsSkipStagesWithoutTools(t *testing.T) {
 		}
 	}
 	weather := chain.Tool{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}
-	res, _, err := wireRun(t, eng, false, &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: "c",
+	res, _, err := runEmit(t, eng, false, &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: "c",
 		Messages: []chain.Message{{Role: "user", Content: "Weather in Paris, and what should I wear?"}}, ClientTools: []chain.Tool{weather}})
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -311,7 +216,7 @@ nodes:
 			if err := eng.Probe(context.Background(), "M2"); err == nil {
 				t.Fatal("M2 answered its probe while down")
 			}
-			res, deltas, err := wireRun(t, eng, stream, &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: "c",
+			res, deltas, err := runEmit(t, eng, stream, &chain.RunRequest{TraceID: "t", Model: chain.ModelReflexive, Conversation: "c",
 				Messages: []chain.Message{{Role: "user", Content: "compare the notes"}}})
 			if err != nil {
 				t.Fatal(err)

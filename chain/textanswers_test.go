@@ -30,6 +30,9 @@ type say struct {
 	// hang keeps the stream open after the content until the client goes
 	// away (streams only).
 	hang bool
+	// status, when set, answers this HTTP error (500: the server's own
+	// message) before anything is streamed.
+	status int
 }
 
 type sayCall struct{ name, args string }
@@ -79,7 +82,10 @@ func startNode(t *testing.T, provider, name string, script []say) (node, string)
 	case config.ProviderOpenAI:
 		var replies []fakeopenai.Reply
 		for _, s := range script {
-			r := fakeopenai.Reply{Content: s.content, Reasoning: s.reasoning, Hang: s.hang}
+			r := fakeopenai.Reply{Content: s.content, Reasoning: s.reasoning, Hang: s.hang, Status: s.status}
+			if s.status != 0 {
+				r.Error, r.ErrorType = "The server had an error while processing your request.", "server_error"
+			}
 			for _, c := range s.calls {
 				r.ToolCalls = append(r.ToolCalls, fakeopenai.ToolCall{Name: c.name, Arguments: c.args})
 			}
@@ -90,7 +96,10 @@ func startNode(t *testing.T, provider, name string, script []say) (node, string)
 	default:
 		var replies []fakeollama.Reply
 		for _, s := range script {
-			r := fakeollama.Reply{Content: s.content, Thinking: s.reasoning, Hang: s.hang}
+			r := fakeollama.Reply{Content: s.content, Thinking: s.reasoning, Hang: s.hang, Status: s.status}
+			if s.status != 0 {
+				r.Error = "llama runner process has terminated: exit status 2"
+			}
 			for _, c := range s.calls {
 				var args map[string]any
 				if err := json.Unmarshal([]byte(c.args), &args); err != nil {
@@ -131,7 +140,20 @@ func runWireAs(t *testing.T, model, provider string, stream bool, scripts map[st
 		y.WriteString(line)
 	}
 	y.WriteString("chain:\n  simple_node: OL1\n  stages:\n    - {node: OL1, max_turns: 4, tools: true}\n    - {node: M1, max_turns: 1}\n    - {node: M2, max_turns: 1}\n")
-	cfg, err := config.Parse([]byte(y.String()))
+	eng := engineOf(t, y.String())
+	out.res, out.deltas, out.err = runEmit(t, eng, stream, &chain.RunRequest{
+		TraceID: "t", Model: model, Conversation: t.Name(),
+		Messages: []chain.Message{{Role: "user", Content: "what is in a.txt?"}},
+	})
+	return out
+}
+
+// engineOf builds an engine from a configuration's YAML whose nodes are
+// fakes of either protocol, over a workspace holding a.txt, with the
+// in-memory store for the guard and resumption.
+func engineOf(t *testing.T, yamlText string) *chain.Engine {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yamlText))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +174,17 @@ func runWireAs(t *testing.T, model, provider string, stream bool, scripts map[st
 		}
 	}
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return eng
+}
+
+// runEmit runs req on eng, streamed or not, and returns what the client
+// saw streamed with the result.
+func runEmit(t *testing.T, eng *chain.Engine, stream bool, req *chain.RunRequest) (*chain.Result, string, error) {
+	t.Helper()
 	var emit func(chain.Event) error
 	var deltas strings.Builder
 	if stream {
@@ -168,12 +197,8 @@ func runWireAs(t *testing.T, model, provider string, stream bool, scripts map[st
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out.res, out.err = eng.Run(ctx, &chain.RunRequest{
-		TraceID: "t", Model: model, Conversation: t.Name(),
-		Messages: []chain.Message{{Role: "user", Content: "what is in a.txt?"}},
-	}, emit)
-	out.deltas = deltas.String()
-	return out
+	res, err := eng.Run(ctx, req, emit)
+	return res, deltas.String(), err
 }
 
 // forEachWire runs f in both wire formats, streamed and not.
