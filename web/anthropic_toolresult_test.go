@@ -83,10 +83,7 @@ func TestMessagesToolResultImage(t *testing.T) {
 // the picture, and its answer is Claude Code's.
 func TestClaudeCodeReadImage(t *testing.T) {
 	needClients(t)
-	claude, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", "claude"))
-	if _, err := os.Stat(claude); err != nil {
-		t.Skipf("claude is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
-	}
+	claude := clientBin(t, "claude")
 	pic := pngBytes(t)
 	dir := t.TempDir()
 	shot := filepath.Join(dir, "shot.png")

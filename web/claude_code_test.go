@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -40,13 +39,7 @@ func claudeCodeScript(req *api.ChatRequest) fakeollama.Reply {
 // chain.
 func TestClaudeCode(t *testing.T) {
 	needClients(t)
-	claude, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", "claude"))
-	if _, err := os.Stat(claude); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("claude is not installed (%v) (CI is set, so this fails instead of skipping)", err)
-		}
-		t.Skipf("claude is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
-	}
+	claude := clientBin(t, "claude")
 	for _, tc := range []struct {
 		name, model, prompt, want string
 		toolRan                   bool

@@ -20,6 +20,20 @@ import (
 
 const clientsDir = "testdata/clients"
 
+// clientBin is the path of an npm client's executable in web/clientsDir
+// (claude, codex); missing, the test skips, or fails when CI is set.
+func clientBin(t *testing.T, name string) string {
+	t.Helper()
+	p, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", name))
+	if _, err := os.Stat(p); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed (%v) (CI is set, so this fails instead of skipping)", name, err)
+		}
+		t.Skipf("%s is not installed (%v): run `npm ci` in web/%s", name, err, clientsDir)
+	}
+	return p
+}
+
 // needClients returns node's path, or skips (fails under CI) when node or
 // the installed clients are missing.
 func needClients(t *testing.T) string {

@@ -48,10 +48,7 @@ func lastUser(req *api.ChatRequest) string {
 // the chain.
 func TestCodexCLI(t *testing.T) {
 	needClients(t)
-	codex, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", "codex"))
-	if _, err := os.Stat(codex); err != nil {
-		t.Skipf("codex is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
-	}
+	codex := clientBin(t, "codex")
 	for _, tc := range []struct {
 		name, prompt string
 		toolRan      bool

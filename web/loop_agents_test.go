@@ -53,10 +53,6 @@ type loopClient struct {
 
 func loopClients(t *testing.T) []loopClient {
 	var out []loopClient
-	bin := func(name string) string {
-		p, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", name))
-		return p
-	}
 	ctx := func(t *testing.T) context.Context {
 		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		t.Cleanup(cancel)
@@ -68,7 +64,7 @@ func loopClients(t *testing.T) []loopClient {
 			return fakeollama.ToolCall{Name: "Bash", Args: map[string]any{"command": cmd, "description": "Run " + cmd}}
 		},
 		run: func(t *testing.T, base, dir, prompt string) string {
-			cmd := exec.CommandContext(ctx(t), bin("claude"), "-p", prompt, "--model", "chain/reflexive", "--allowedTools", "Bash")
+			cmd := exec.CommandContext(ctx(t), clientBin(t, "claude"), "-p", prompt, "--model", "chain/reflexive", "--allowedTools", "Bash")
 			cmd.Dir = dir
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "SHELL=/bin/bash",
 				"ANTHROPIC_BASE_URL=" + base, "ANTHROPIC_API_KEY=sk-test",
@@ -91,7 +87,7 @@ func loopClients(t *testing.T) []loopClient {
 			if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.CommandContext(ctx(t), bin("codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt)
+			cmd := exec.CommandContext(ctx(t), clientBin(t, "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt)
 			cmd.Dir = dir
 			cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "CODEX_HOME=" + home}
 			cmd.Stdin = strings.NewReader("")

@@ -62,10 +62,7 @@ func TestResponsesTextFormat(t *testing.T) {
 // as its format.
 func TestCodexOutputSchema(t *testing.T) {
 	needClients(t)
-	codex, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", "codex"))
-	if _, err := os.Stat(codex); err != nil {
-		t.Skipf("codex is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
-	}
+	codex := clientBin(t, "codex")
 	schema := `{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}`
 	f := fakeollama.New(t, fakeollama.Reply{Content: []string{`{"answer":"4"}`}})
 	_, srv := wireProxy(t, []config.Node{ollamaNode("A", f.URL)}, oneStage)

@@ -23,10 +23,7 @@ import (
 // tools/handlers/view_image.rs, FunctionCallOutputBody::ContentItems).
 func TestCodexViewImage(t *testing.T) {
 	needClients(t)
-	codex, _ := filepath.Abs(filepath.Join(clientsDir, "node_modules", ".bin", "codex"))
-	if _, err := os.Stat(codex); err != nil {
-		t.Skipf("codex is not installed (%v): run `npm ci` in web/%s", err, clientsDir)
-	}
+	codex := clientBin(t, "codex")
 	pic := pngBytes(t)
 	dir := t.TempDir()
 	shot := filepath.Join(dir, "shot.png")
