@@ -101,6 +101,9 @@ type Engine struct {
 	kv          memory.KV
 	calibration *memory.Calibration
 	windows     windows
+	// summaries are the summarizer calls in progress, which concurrent
+	// requests of one conversation share.
+	summaries flights
 	// redact masks configured secrets in what the chain writes.
 	redact redact.Redactor
 	// aliases are model_aliases, most specific first.

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"chainproxy/antiloop"
 	"chainproxy/config"
 	"chainproxy/memory"
@@ -214,10 +216,18 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 	for q > 0 && msgs[q].Role != "user" {
 		q--
 	}
-	room := in.Budget() - len(sys) - memory.MessageOverhead - memory.Chars(msgs[max(q, 0):]) -
+	in.Msgs, in.ThinkingSent = msgs[max(q, 0):], sendsThinking(s.node)
+	_, current := memory.Fits(&in)
+	room := in.Budget() - len(sys) - memory.MessageOverhead - current -
 		int(float64(window)*ratio*r.e.cfg.Memory.QuestionsShare)
 	return min(budget, max(room, 0))
 }
+
+// sendsThinking reports whether n's backend sends the messages' reasoning
+// upstream: the Ollama backend does (api.Message.Thinking), and Ollama's
+// templates render that of the current exchange; the OpenAI-compatible
+// one leaves it out.
+func sendsThinking(n *Node) bool { return n.Provider == config.ProviderOllama }
 
 // toolsPreamble is what a chat template adds when tools are offered: the
 // instructions around their definitions (qwen's and llama's run to 400–600
@@ -268,7 +278,7 @@ func (r *run) fit(ctx context.Context, s *stage, offered []Tool, tighten float64
 	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
 	in := memory.Input{
 		Msgs: s.msgs, Current: s.question(), Window: window, Reserve: r.reserve(window),
-		ToolChars: tc, Ratio: ratio, Tighten: tighten,
+		ToolChars: tc, Ratio: ratio, Tighten: tighten, ThinkingSent: sendsThinking(s.node),
 		Shares: memory.Shares{Questions: r.e.cfg.Memory.QuestionsShare, Recent: r.e.cfg.Memory.RecentShare, Summaries: r.e.cfg.Memory.SummariesShare},
 	}
 	ct := s.st.Context
@@ -370,22 +380,31 @@ func (f *folder) Cached(ctx context.Context, key string) (memory.Summary, bool) 
 }
 
 // Summarize makes the run's one summarizer call, bounded by
-// memory.summary_timeout. The call is a step of
-// the stage's trace (kind "summary") with its own time and tokens.
-func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, error) {
-	r, s := f.r, f.s
+// memory.summary_timeout, or waits for the same call another request of
+// the conversation is making (shared). The call is a step of the trace of
+// the stage that made it (kind "summary") with its own time and tokens.
+func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, bool, error) {
+	r := f.r
 	if r.summarized {
-		return "", errSummarySpent
+		return "", false, errSummarySpent
 	}
 	r.summarized = true
 	n := f.summarizer()
 	if cause, off := r.e.offline.lookup(n.Name); off {
-		return "", fmt.Errorf("summarizer node %s is offline: %s", n.Name, cause)
+		return "", false, fmt.Errorf("summarizer node %s is offline: %s", n.Name, cause)
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.e.cfg.Memory.SummaryTimeout)
-	defer cancel()
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
+	key := flightKey{node: n.Name, prompt: promptHash(prompt)}
+	return r.e.summaries.do(ctx, key, r.e.cfg.Memory.SummaryTimeout, func(ctx context.Context) (string, error) {
+		return f.call(ctx, n, prompt, asked)
+	})
+}
+
+// call runs the summarizer n over prompt, under ctx (the flight's, already
+// bounded), and records it in the stage's trace.
+func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time.Time) (string, error) {
+	r, s := f.r, f.s
 	mc := ModelCall{Turn: s.st.Turns + 1, Kind: "summary", Node: n.Name, StartMS: asked.Sub(r.t0).Milliseconds(), sent: prompt}
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, n.Name, r.req.Batch)
@@ -474,5 +493,106 @@ func (f *folder) Store(ctx context.Context, key string, s memory.Summary) {
 	}
 	if data, err := json.Marshal(s); err == nil {
 		_ = f.r.e.kv.Set(context.WithoutCancel(ctx), key, data, f.r.e.cfg.Memory.SummaryTTL)
+	}
+}
+
+// flightKey is one summarizer call: the summarizer node and the prompt,
+// which the turns to fold, the summary they extend and the words asked
+// determine.
+type flightKey struct {
+	node   string
+	prompt uint64
+}
+
+// promptHash hashes a prompt's roles and texts (a summarizer's prompt has
+// no parts or tool calls).
+func promptHash(msgs []Message) uint64 {
+	d := xxhash.New()
+	for _, m := range msgs {
+		d.WriteString(m.Role)
+		d.Write([]byte{0})
+		d.WriteString(m.Content)
+		d.Write([]byte{1})
+	}
+	return d.Sum64()
+}
+
+// flights runs one summarizer call per key for the callers that ask for
+// it at the same time. Two requests of one conversation that arrive
+// together (a client that retries while its first request runs, a chat
+// UI's side requests beside the answer) need the same summary of the same
+// turns at the moment the summarizer, a small local model, is busiest: the
+// second waits for the first one's call. Across replicas there is no such
+// wait: a summary made by one is found in the shared store by the next
+// request. The zero value is ready to use.
+type flights struct {
+	mu sync.Mutex
+	m  map[flightKey]*flight
+}
+
+// flight is a call in progress and the callers that still wait for it.
+type flight struct {
+	done    chan struct{}
+	text    string
+	err     error
+	waiting int // callers still waiting, the one making the call included
+	cancel  context.CancelFunc
+}
+
+// do returns call's result for key, making the call unless one for key is
+// in progress, in which case it waits for that one (shared). The call runs
+// in the first caller's goroutine, under a context of its own bounded by
+// timeout and cancelled only when every caller has gone: the first
+// caller's client leaving does not fail the others, who would each make
+// the call again. A caller whose ctx ends stops waiting at once; the first
+// one returns when the call does.
+func (g *flights) do(ctx context.Context, key flightKey, timeout time.Duration, call func(context.Context) (string, error)) (string, bool, error) {
+	g.mu.Lock()
+	if fl, ok := g.m[key]; ok {
+		fl.waiting++
+		g.mu.Unlock()
+		select {
+		case <-fl.done:
+			return fl.text, true, fl.err
+		case <-ctx.Done():
+			g.leave(key, fl)
+			return "", true, fmt.Errorf("waiting for a summary: %w", context.Cause(ctx))
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	fl := &flight{done: make(chan struct{}), waiting: 1, cancel: cancel}
+	if g.m == nil {
+		g.m = map[flightKey]*flight{}
+	}
+	g.m[key] = fl
+	g.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { g.leave(key, fl) })
+	// Deferred, so that a call that panics does not leave the others
+	// waiting for ever.
+	defer func() {
+		stop()
+		cancel()
+		g.mu.Lock()
+		if g.m[key] == fl {
+			delete(g.m, key)
+		}
+		g.mu.Unlock()
+		close(fl.done)
+	}()
+	fl.text, fl.err = call(cctx)
+	return fl.text, false, fl.err
+}
+
+// leave is a caller of fl that stopped waiting; the last one cancels the
+// call, which no newcomer may then join.
+func (g *flights) leave(key flightKey, fl *flight) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fl.waiting--
+	if fl.waiting == 0 {
+		fl.cancel()
+		if g.m[key] == fl {
+			delete(g.m, key)
+		}
 	}
 }

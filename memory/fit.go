@@ -74,6 +74,11 @@ type Input struct {
 	// Tighten is applied to the budget, in (0, 1]: lower after the node
 	// refused a prompt that was estimated to fit. 0 means 1.
 	Tighten float64
+	// ThinkingSent: the node is sent the messages' reasoning, and its
+	// template renders that of the current exchange (Ollama's renderers
+	// for thinking models keep the thinking after the last user message
+	// and leave out the earlier turns'): it is counted there.
+	ThinkingSent bool
 }
 
 // Budget is what the prompt's messages may weigh, in characters, once the
@@ -103,6 +108,11 @@ func (in *Input) share(f float64) int { return int(float64(in.Window) * in.Ratio
 // is the check made before every call and allocates nothing.
 func Fits(in *Input) (bool, int) {
 	c := Chars(in.Msgs)
+	if in.ThinkingSent {
+		for i := min(max(in.Current, 0), len(in.Msgs)); i < len(in.Msgs); i++ {
+			c += len(in.Msgs[i].Reasoning)
+		}
+	}
 	return c <= in.Budget(), c
 }
 
@@ -112,7 +122,8 @@ type Result struct {
 	// fitting made of it ("" for a message sent as the client wrote it).
 	Msgs  []Message
 	Marks []string
-	// Chars is what Msgs weigh.
+	// Chars is what Msgs weigh, the current exchange's thinking included
+	// when it is sent.
 	Chars   int
 	Actions []Action
 	// SummaryErr is why the summarizer made no summary when it was asked
@@ -147,8 +158,10 @@ type Folder interface {
 	// Cached returns the summary stored under key.
 	Cached(ctx context.Context, key string) (Summary, bool)
 	// Summarize runs the summarizer over prompt and returns its text. It
-	// fails when the summarizer is offline, slow or spent.
-	Summarize(ctx context.Context, prompt []Message) (string, error)
+	// fails when the summarizer is offline, slow or spent. shared is true
+	// when the text is another request's call, made at the same moment
+	// over the same prompt, which this one waited for instead of calling.
+	Summarize(ctx context.Context, prompt []Message) (text string, shared bool, err error)
 	// Store keeps s under key.
 	Store(ctx context.Context, key string, s Summary)
 	// Window is the summarizer's own window and ratio, for its prompt;
@@ -289,8 +302,18 @@ func (f *fitting) weight() int {
 	for _, t := range f.turns[f.raw:] {
 		n += Chars(t)
 	}
+	return n + f.currentChars()
+}
+
+// currentChars is what the current exchange weighs, its thinking included
+// when the node is sent it.
+func (f *fitting) currentChars() int {
+	n := 0
 	for i := range f.current {
 		n += messageChars(&f.current[i].m)
+		if f.in.ThinkingSent {
+			n += len(f.current[i].m.Reasoning)
+		}
 	}
 	return n
 }
@@ -317,7 +340,7 @@ func (f *fitting) result() *Result {
 	for _, p := range f.current {
 		add(p.m, p.mark)
 	}
-	r.Chars = Chars(r.Msgs)
+	r.Chars = f.weight()
 	if len(f.actions) == 0 {
 		// Nothing was done: the prompt goes as it came.
 		r.Msgs, r.Marks = f.in.Msgs, nil
@@ -455,10 +478,7 @@ func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
 		return
 	}
 	in := f.in
-	fixed := Chars(f.prefix)
-	for i := range f.current {
-		fixed += messageChars(&f.current[i].m)
-	}
+	fixed := Chars(f.prefix) + f.currentChars()
 	left := in.Budget() - fixed
 	memShare := in.share(in.Shares.Questions) + in.share(in.Shares.Summaries)
 	rawRoom := max(left-memShare, min(left, in.share(in.Shares.Recent)))
@@ -498,7 +518,7 @@ func (f *fitting) buildMemory(ctx context.Context, folder Folder, m int) {
 	sum, ok := f.summary(ctx, folder, m)
 	if ok {
 		text := "Summary of the earlier conversation (turns 1–" + strconv.Itoa(sum.To) + "), which is not shown here:\n" + sum.Text
-		text, _ = HeadTail(text, max(in.share(in.Shares.Summaries), 200))
+		text, _ = HeadTail(text, max(in.share(in.Shares.Summaries), 200)-headTailMark)
 		f.memory = append(f.memory, part{m: Message{Role: "system", Content: text}, mark: MarkSummary})
 	}
 	if sum.To < m {
@@ -540,7 +560,10 @@ func (f *fitting) questions(m int) string {
 		q, _ := HeadTail(qs[0], 200)
 		return head + "\n" + q
 	}
-	room := f.in.share(f.in.Shares.Questions) - len(head) - len(qs[0])
+	// The share holds the head, the first question and the line that
+	// counts the questions left out, each on its line.
+	const more = "\n[%d more questions not listed]"
+	room := f.in.share(f.in.Shares.Questions) - len(head) - 1 - len(qs[0]) - len(fmt.Sprintf(more, len(qs)))
 	keep := len(qs)
 	for keep > 1 && room-len(qs[keep-1]) >= 0 {
 		room -= len(qs[keep-1]) + 1
@@ -551,7 +574,7 @@ func (f *fitting) questions(m int) string {
 	b.WriteString("\n")
 	b.WriteString(qs[0])
 	if keep > 1 {
-		fmt.Fprintf(&b, "\n[%d more questions not listed]", keep-1)
+		fmt.Fprintf(&b, more, keep-1)
 	}
 	for _, q := range qs[keep:] {
 		b.WriteString("\n")

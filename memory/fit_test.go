@@ -57,6 +57,8 @@ type scripted struct {
 	prompts [][]Message
 	// window is the summarizer's window, 32768 when 0.
 	window int
+	// shared says the summary is a concurrent request's.
+	shared bool
 }
 
 func (s *scripted) Cached(_ context.Context, key string) (Summary, bool) {
@@ -64,13 +66,13 @@ func (s *scripted) Cached(_ context.Context, key string) (Summary, bool) {
 	return v, ok
 }
 
-func (s *scripted) Summarize(_ context.Context, prompt []Message) (string, error) {
+func (s *scripted) Summarize(_ context.Context, prompt []Message) (string, bool, error) {
 	s.calls++
 	s.prompts = append(s.prompts, prompt)
 	if s.fail != nil {
-		return "", s.fail
+		return "", false, s.fail
 	}
-	return fmt.Sprintf("The user asked about %d things.", strings.Count(prompt[1].Content, "[turn ")), nil
+	return fmt.Sprintf("The user asked about %d things.", strings.Count(prompt[1].Content, "[turn ")), s.shared, nil
 }
 
 func (s *scripted) Store(_ context.Context, key string, sum Summary) {
@@ -121,6 +123,8 @@ func TestFitLongConversation(t *testing.T) {
 	}{
 		{"no summarizer", nil, []string{MarkOmitted, MarkEarlierQuestions}, []string{ActDropped}},
 		{"summarizer", &scripted{}, []string{MarkSummary, MarkEarlierQuestions}, []string{ActSummarized}},
+		// A concurrent request's call: used, and said to be another's.
+		{"summary shared", &scripted{shared: true}, []string{MarkSummary, MarkEarlierQuestions}, []string{ActReused}},
 		{"summarizer down", &scripted{fail: errors.New("node offline")}, []string{MarkOmitted, MarkEarlierQuestions}, []string{ActDropped}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

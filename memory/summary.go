@@ -110,10 +110,14 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 	}
 	prompt, to := f.summaryPrompt(ctx, folder, prev, m)
 	if to > prev.To {
-		text, err := folder.Summarize(ctx, prompt)
+		text, shared, err := folder.Summarize(ctx, prompt)
 		if text = strings.TrimSpace(text); err == nil && text != "" {
 			a := Action{Action: ActSummarized, FromTurn: prev.To + 1, ToTurn: to, SummaryID: SummaryID(hashes[to])}
-			if prev.To > 0 {
+			switch {
+			case shared:
+				// No call of this request's: the trace says whose it is.
+				a.Action, a.FromTurn, a.Detail = ActReused, 1, "made by a concurrent request"
+			case prev.To > 0:
 				a.Detail = "consolidated with " + prev.ID + " (turns 1–" + strconv.Itoa(prev.To) + ")"
 			}
 			f.actions = append(f.actions, a)
