@@ -16,10 +16,12 @@ import (
 // could make the proxy hold what it sent.
 const MaxBodyBytes = 32 << 20
 
-// boundedTransport fails a non-chat answer's body past MaxBodyBytes. Chat
-// answers stream and are bounded where they are read: each line or event,
-// and the call's output (see Node.chat). It also sends the traceparent of
-// a traced call.
+// boundedTransport fails a non-chat answer's body past MaxBodyBytes, as
+// decoded: net/http decodes the gzip it asks for, so a small body that
+// inflates to gigabytes is cut at the cap too. Chat answers stream and are
+// bounded where they are read: each line or event, and the call's output
+// (see Node.chat). It fails the body of an answer no backend can read (see
+// unreadable), and sends the traceparent of a traced call.
 type boundedTransport struct{ base http.RoundTripper }
 
 func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -32,12 +34,58 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		propagation.TraceContext{}.Inject(r.Context(), propagation.HeaderCarrier(r.Header))
 	}
 	resp, err := t.base.RoundTrip(r)
-	if err != nil || isChatPath(r.URL.Path) {
+	if err != nil {
 		return resp, err
+	}
+	if err := unreadable(r, resp); err != nil {
+		resp.Body = unreadableBody{ReadCloser: resp.Body, err: err}
+		return resp, nil
+	}
+	if isChatPath(r.URL.Path) {
+		return resp, nil
 	}
 	resp.Body = &boundedBody{ReadCloser: resp.Body}
 	return resp, nil
 }
+
+// unreadable says why resp's body is none the backends can read, or nil.
+func unreadable(r *http.Request, resp *http.Response) error {
+	if resp.Body == http.NoBody {
+		return nil
+	}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") && r.Header.Get("Accept-Encoding") == "" {
+		// net/http asked for gzip alone and decoded it (the header is
+		// gone then): this is a coding nobody asked for, which a server
+		// or a cache in front of it sent anyway. Its bytes read as
+		// neither events nor JSON.
+		return fmt.Errorf("answer in Content-Encoding %q, which the proxy did not ask for (it reads gzip or none)", enc)
+	}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode < http.StatusMultipleChoices && isHTML(ct) {
+		// No node API answers with HTML: this is a page in the node's
+		// place (a proxy's sign-in, block or captive-portal page, or a
+		// web app at base_url), which would read as a stream without
+		// events or a model list without models. An error status keeps
+		// its page: the backends read it as the status's message.
+		return fmt.Errorf("an HTML page (Content-Type %q) instead of the API's answer: is something in front of the node (a proxy or sign-in page), or is base_url another server?", ct)
+	}
+	return nil
+}
+
+// isHTML reports whether a Content-Type is HTML's.
+func isHTML(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.TrimSpace(mt)
+	return strings.EqualFold(mt, "text/html") || strings.EqualFold(mt, "application/xhtml+xml")
+}
+
+// unreadableBody is a body the backends cannot read: every read fails with
+// err, which names why, and the status stays as it came.
+type unreadableBody struct {
+	io.ReadCloser
+	err error
+}
+
+func (b unreadableBody) Read([]byte) (int, error) { return 0, b.err }
 
 // isChatPath reports whether path is a chat call of either API.
 func isChatPath(path string) bool {

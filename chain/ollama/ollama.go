@@ -62,7 +62,18 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 		b.err = fmt.Errorf("ollama: node %s: base url: %w", node.Name, err)
 		return b
 	}
-	b.client = api.NewClient(base, httpClient)
+	// The calls of api.Client (the version, the model's details, the
+	// loaded models) are bounded by node.Timeout as a chat call is: the
+	// chain asks the details and the window in the path of a user's
+	// request, with that request's context, and a server that sent its
+	// headers and stalled would hold the request for good.
+	meta := httpClient
+	if node.Timeout > 0 && (meta.Timeout == 0 || meta.Timeout > node.Timeout) {
+		c := *httpClient
+		c.Timeout = node.Timeout
+		meta = &c
+	}
+	b.client = api.NewClient(base, meta)
 	b.chatURL = base.JoinPath("/api/chat").String()
 	return b
 }
@@ -151,6 +162,10 @@ const errEndedEarly = "the answer ended before Ollama's done line, as Ollama up 
 // maxLine caps one NDJSON line, as Ollama's own client does.
 const maxLine = 8 << 20
 
+// errLineTooLong is a stream line over maxLine: bufio's own error ("token
+// too long") would not tell the user what was too long.
+var errLineTooLong = errors.New("stream line longer than 8 MiB")
+
 // maxToolCalls bounds the tool calls of one answer, as the openai backend
 // does: a server repeating calls line after line cannot grow the proxy.
 const maxToolCalls = 1024
@@ -219,6 +234,9 @@ func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, idle func(), 
 			drain(resp.Body)
 			return nil
 		}
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return errLineTooLong
 	}
 	return sc.Err()
 }

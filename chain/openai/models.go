@@ -33,7 +33,16 @@ type modelList struct {
 // models but not this one lacks it; a server that lists none (some serve
 // one model and list nothing) is taken at its word that it has it. The
 // capabilities are those the listing gives, else unknown (tools assumed).
+//
+// The chain asks it in the path of a user's request, with that request's
+// context: node.Timeout bounds it as it bounds a chat call, or a server
+// that sent its headers and stalled would hold the request for good.
 func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
+	if b.node.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
+		defer cancel()
+	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.node.BaseURL, "/")+"/models", nil)
 	if err != nil {
 		return chain.ModelInfo{}, fmt.Errorf("openai: node %s: %w", b.node.Name, err)

@@ -1,7 +1,7 @@
 // Package hostiletest starts the hostile servers of the project's tests on
 // loopback: a redirect target on another host (127.0.0.2) or another port
 // of 127.0.0.1, which records whatever reaches it, so that a test can
-// assert that nothing did.
+// assert that nothing did; a server that never finishes its answer.
 package hostiletest
 
 import (
@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Target is a server a hostile redirect points to.
@@ -61,5 +62,44 @@ func Redirector(t testing.TB, status int, to string) *httptest.Server {
 		w.Write([]byte("redirect body"))
 	}))
 	t.Cleanup(s.Close)
+	return s
+}
+
+// Staller starts a server that answers every request with status 200 and
+// contentType, flushes its headers, then sends one space of body every
+// interval (nothing more when interval is 0) until the client goes away
+// or the test ends: headers then a stall, or a trickle that stays under
+// any idle timeout. Only a bound on the whole call ends such an answer.
+func Staller(t testing.TB, contentType string, interval time.Duration) *httptest.Server {
+	t.Helper()
+	done := make(chan struct{})
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		var tick <-chan time.Time
+		if interval > 0 {
+			tk := time.NewTicker(interval)
+			defer tk.Stop()
+			tick = tk.C
+		}
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-done:
+				return
+			case <-tick:
+				if _, err := w.Write([]byte(" ")); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	// Cleanups run last first: the handlers return before Close waits
+	// for them.
+	t.Cleanup(s.Close)
+	t.Cleanup(func() { close(done) })
 	return s
 }
