@@ -20,7 +20,8 @@ type window struct {
 }
 
 // SetWindow makes the server count each prompt as its characters divided
-// by charsPerToken (16 more a message, for the template) against a window
+// by charsPerToken (16 more a message, for the template, and the current
+// exchange's thinking) against a window
 // of tokens, or the request's options.num_ctx when it sets one, as Ollama
 // v0.17.4 does: a request with "truncate": false that does not fit is
 // refused with HTTP 400 "the input length exceeds the context length"; any
@@ -43,11 +44,23 @@ func (s *Server) Truncated() int {
 	return s.window.truncated
 }
 
-// promptTokens counts req's prompt the way SetWindow describes.
+// promptTokens counts req's prompt the way SetWindow describes, with the
+// thinking of the messages after the last user message, which Ollama's
+// renderers for thinking models keep (v0.17.4 model/renderers/qwen3vl.go,
+// deepseek3.go) while they leave out the earlier turns'.
 func (w *window) promptTokens(msgs []api.Message, tools api.Tools) int {
+	last := -1
+	for i, m := range msgs {
+		if m.Role == "user" {
+			last = i
+		}
+	}
 	chars := 0
-	for _, m := range msgs {
+	for i, m := range msgs {
 		chars += 16 + len(m.Content)
+		if i > last {
+			chars += len(m.Thinking)
+		}
 		for _, c := range m.ToolCalls {
 			chars += 16 + len(c.Function.Name) + len(c.Function.Arguments.String())
 		}
