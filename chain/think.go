@@ -4,6 +4,8 @@ import "strings"
 
 // The tags some models (qwen3, deepseek-r1 served without a reasoning
 // parser) wrap their hidden reasoning in, at the head of their content.
+// Models whose chat template ends the prompt with <think> write only the
+// closing tag.
 const (
 	thinkOpen  = "<think>"
 	thinkClose = "</think>"
@@ -18,7 +20,7 @@ type thinkState uint8
 
 const (
 	// thinkLooking: at the head of the content; leading whitespace and a
-	// possible prefix of <think> are held back.
+	// possible prefix of <think> or </think> are held back.
 	thinkLooking thinkState = iota
 	// thinkEatLead: just after <think>; whitespace before the reasoning is dropped.
 	thinkEatLead
@@ -28,6 +30,19 @@ const (
 	thinkEatTrail
 	// thinkDone: everything else is content and passes straight through.
 	thinkDone
+	// thinkWatch: content that did not open with <think>; a </think>
+	// before any <think> or text tool call ends reasoning the prompt
+	// opened. A possible prefix of either tag is held back.
+	thinkWatch
+)
+
+// thinkOpener is who opened the think block, as far as the content tells.
+type thinkOpener uint8
+
+const (
+	openerUnknown thinkOpener = iota
+	openerModel               // the content began with <think>
+	openerPrompt              // a </think> ended a block no <think> opened
 )
 
 // ThinkSplitter separates leading <think>…</think> reasoning from content across streamed pieces.
@@ -42,10 +57,30 @@ const (
 // not start with the blank lines that follow </think>. An unclosed think
 // block at the end of the stream was reasoning.
 //
+// A model whose chat template ends the prompt with <think> (DeepSeek-R1 and
+// its distills, QwQ, Qwen3's thinking models) writes "reasoning</think>
+// answer". A </think> that comes before any <think> or text tool call
+// therefore ends reasoning too, as in vLLM's deepseek_r1 reasoning parser:
+// what of it was not yet returned as content is returned as reasoning.
+// Content returned before that </think> cannot be taken back; a splitter
+// started Inside, for a node known to answer so (PromptOpened), returns it
+// as reasoning from the first byte.
+//
 // The zero value is ready to use; a ThinkSplitter serves one stream.
 type ThinkSplitter struct {
-	state thinkState
-	held  string
+	// Inside starts the stream inside a think block the prompt opened: the
+	// content up to </think> is reasoning. A <think> at its head is taken as
+	// the block's own opening tag all the same.
+	Inside bool
+
+	state  thinkState
+	held   string
+	opener thinkOpener
+	// sent: thinkWatch has returned content, so that a </think> now ends
+	// reasoning in mid-text and its leading space is not trimmed.
+	sent bool
+	// prev is the last byte thinkWatch returned, for named.
+	prev byte
 }
 
 // Feed takes the next piece of streamed content and returns what of it is
@@ -63,13 +98,15 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 			switch {
 			case strings.HasPrefix(t, thinkOpen):
 				s.held, s.state, rest = "", thinkEatLead, t[len(thinkOpen):]
-			case strings.HasPrefix(thinkOpen, t):
-				// Whitespace only, or a prefix of <think>: wait for more.
+				s.opener = openerModel
+			case strings.HasPrefix(thinkOpen, t), len(t) < len(thinkClose) && strings.HasPrefix(thinkClose, t):
+				// Whitespace only, or a prefix of a tag: wait for more.
 				s.held = text
 				return "", ""
+			case s.Inside:
+				s.held, s.state, rest = "", thinkEatLead, t
 			default:
-				s.held, s.state = "", thinkDone
-				return text, ""
+				s.held, s.state, rest = "", thinkWatch, text
 			}
 
 		case thinkEatLead:
@@ -94,16 +131,58 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 				// the text calls are read.
 				reasoning = text[:j]
 				s.held, s.state, rest = "", thinkDone, text[j:]
+				s.closed()
 				continue
 			}
 			if i >= 0 {
 				reasoning = text[:i]
 				s.held, s.state, rest = "", thinkEatTrail, text[i+len(thinkClose):]
+				s.closed()
 				continue
 			}
 			n := max(partialSuffix(text, thinkClose), partialSuffix(text, callOpen))
 			s.held = text[len(text)-n:]
 			return "", text[:len(text)-n]
+
+		case thinkWatch:
+			if s.held == "" && strings.IndexByte(rest, '<') < 0 {
+				// No tag can start here: the usual piece of a plain answer.
+				if rest != "" {
+					s.sent, s.prev = true, rest[len(rest)-1]
+				}
+				return rest, ""
+			}
+			text := s.held + rest
+			s.held = ""
+			i := strings.Index(text, thinkClose)
+			o := strings.Index(text, thinkOpen)
+			j, open := callIn(text)
+			switch {
+			case j >= 0 && open && before(j, i) && before(j, o):
+				// "<tool_call>" and only space yet: a call ends the
+				// watch, prose does not.
+				s.held = text[j:]
+				text = text[:j]
+			case o >= 0 && before(o, i), j >= 0 && before(j, i), i >= 0 && named(text, i, s.prev):
+				// The model's own <think>, a tool call, or the tag named
+				// in prose (`</think>`, "</think>"): the rest is content
+				// as written.
+				s.state = thinkDone
+			case i >= 0:
+				reasoning = text[:i]
+				if !s.sent {
+					reasoning = strings.TrimLeft(reasoning, thinkSpace)
+				}
+				s.state, rest, s.opener = thinkEatTrail, text[i+len(thinkClose):], openerPrompt
+				continue
+			default:
+				n := max(partialSuffix(text, thinkClose), partialSuffix(text, thinkOpen), partialSuffix(text, callOpen))
+				s.held, text = text[len(text)-n:], text[:len(text)-n]
+			}
+			if text != "" {
+				s.sent, s.prev = true, text[len(text)-1]
+			}
+			return text, ""
 
 		case thinkEatTrail:
 			rest = strings.TrimLeft(rest, thinkSpace)
@@ -115,17 +194,41 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 	}
 }
 
-// Flush ends the stream and returns what was held back: a partial <think> or
-// bare whitespace was content; a partial </think> inside an unclosed think
-// block was reasoning. The splitter is reset for another stream.
+// closed records that the think block ended: one the content did not open
+// was opened by the prompt.
+func (s *ThinkSplitter) closed() {
+	if s.opener == openerUnknown {
+		s.opener = openerPrompt
+	}
+}
+
+// PromptOpened reports what the content fed so far shows of the node's
+// chat template: opened once a think block the content did not open ended
+// (a </think> came before any <think>), not opened once the content began
+// with its own <think>. known is false while nothing tells: no tag yet, or
+// still inside a block started Inside.
+func (s *ThinkSplitter) PromptOpened() (opened, known bool) {
+	return s.opener == openerPrompt, s.opener != openerUnknown
+}
+
+// Flush ends the stream and returns what was held back: a partial tag or
+// bare whitespace was content, or reasoning when the block was opened
+// Inside; a partial </think> inside an unclosed think block was reasoning.
+// The splitter is reset for another stream, Inside kept.
 func (s *ThinkSplitter) Flush() (content, reasoning string) {
 	switch s.state {
 	case thinkLooking:
-		content = s.held
+		if s.Inside {
+			reasoning = strings.TrimLeft(s.held, thinkSpace)
+		} else {
+			content = s.held
+		}
 	case thinkInside:
 		reasoning = s.held
+	case thinkWatch:
+		content = s.held
 	}
-	*s = ThinkSplitter{}
+	*s = ThinkSplitter{Inside: s.Inside}
 	return content, reasoning
 }
 
@@ -151,6 +254,22 @@ func callIn(text string) (at int, open bool) {
 		from = k + len(callOpen)
 	}
 }
+
+// named reports whether the </think> at text[i] is the tag named in prose
+// rather than written as one: right after a backtick or a quote (prev is
+// the byte before text, for i == 0). A model that does not think writes
+// about the tag so; taking it for the end of reasoning would turn the
+// answer before it into reasoning and start the node's next answers
+// inside a block.
+func named(text string, i int, prev byte) bool {
+	if i > 0 {
+		prev = text[i-1]
+	}
+	return prev == '`' || prev == '"' || prev == '\''
+}
+
+// before reports whether index a comes before index b, which may be -1 (none).
+func before(a, b int) bool { return b < 0 || a < b }
 
 // partialSuffix returns the length of the longest suffix of text that is a
 // proper prefix of tag.

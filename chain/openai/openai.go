@@ -13,8 +13,10 @@
 // The upstream is streamed unless the caller asked for the whole answer at
 // once (chain.Request.Whole), which a client that did not ask for a stream
 // gets sooner that way. Reasoning arrives as reasoning_content, reasoning
-// or <think> tags at the head of the content; it comes out of Chat one way,
-// in chain.Chunk.Reasoning. Tool call fragments are assembled by index.
+// or <think> tags at the head of the content (only </think>, when the
+// model's chat template opened the block: see Backend.thinkOpened); it
+// comes out of Chat one way, in chain.Chunk.Reasoning. Tool call fragments
+// are assembled by index.
 //
 // It imports chain and config, never web or gin.
 package openai
@@ -56,6 +58,13 @@ type Backend struct {
 	// later calls do without it (and without usage) rather than fail
 	// once each.
 	noStreamOptions atomic.Bool
+	// thinkOpened is set once an answer showed that the model's chat
+	// template ends the prompt with <think> (its content is
+	// "reasoning</think>answer"), as DeepSeek-R1's does when its server
+	// parses no reasoning: later answers are split from their first byte.
+	// It is cleared by an answer that opened its own block, or that
+	// stopped without closing the one it was thought to be in.
+	thinkOpened atomic.Bool
 }
 
 // New returns the backend of node, with its base URL and API key. With a nil
@@ -208,15 +217,27 @@ func eventErrorMessage(raw json.RawMessage) string {
 }
 
 // newStream is the Stream of one call, with the request's caps on tool
-// call arguments.
-func newStream(req *chain.Request) Stream {
-	return Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
+// call arguments, started inside a think block when the node's template
+// opens one.
+func (b *Backend) newStream(req *chain.Request) Stream {
+	st := Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes, inside: b.thinkOpened.Load()}
+	st.think.Inside = st.inside
+	return st
+}
+
+// learnThink keeps what a finished answer showed of who opens the node's
+// think block.
+func (b *Backend) learnThink(st *Stream) {
+	if !st.thinkKnown {
+		return
+	}
+	b.thinkOpened.Store(st.thinkOpened)
 }
 
 // readStream reads the server-sent events of a streamed answer to req.
 // Once a tool call goes over req's caps, the rest of the answer is not read.
 func (b *Backend) readStream(ctx context.Context, body io.Reader, req *chain.Request, fn func(chain.Chunk) error) error {
-	st := newStream(req)
+	st := b.newStream(req)
 	r := newSSEReader(body)
 	defer r.release()
 	for {
@@ -266,6 +287,7 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, req *chain.Req
 	if !ok {
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before a finish_reason"}
 	}
+	b.learnThink(&st)
 	return fn(last)
 }
 
@@ -351,6 +373,13 @@ type Stream struct {
 	choices []streamChoice
 	// tmpl reads content events like the last one read whole.
 	tmpl chunkTemplate
+	// inside: the node's chat template was thought to open the think
+	// block when the call began (Backend.thinkOpened).
+	inside bool
+	// thinkOpened, when thinkKnown, is what the answer showed of the
+	// node's chat template: whether it opens the think block. Set by
+	// Finish.
+	thinkOpened, thinkKnown bool
 }
 
 type pendingCall struct {
@@ -577,6 +606,13 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	if s.finish == "" {
 		return chain.Chunk{}, false
 	}
+	s.thinkOpened, s.thinkKnown = s.think.PromptOpened()
+	if !s.thinkKnown && s.inside && s.finish == "stop" {
+		// Stopped in the block the template was thought to open: this
+		// answer had none (the server now parses reasoning, or the
+		// model or its template changed).
+		s.thinkKnown = true
+	}
 	var c chain.Chunk
 	c.Content, c.Reasoning = s.think.Flush()
 	// Stable: calls that share an index (call) keep the order they came in.
@@ -622,7 +658,7 @@ type wholeResponse struct {
 // readWhole reads an unstreamed answer to req and delivers it as the chunks
 // a stream would have given: content and reasoning, then the last chunk.
 func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req *chain.Request, fn func(chain.Chunk) error) error {
-	st := newStream(req)
+	st := b.newStream(req)
 	var buf bytes.Buffer
 	if size > 0 && size < maxWholeBody {
 		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
@@ -654,6 +690,13 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 		m, finish = &wr.Choices[0].Message, wr.Choices[0].FinishReason
 		st.usage, st.model = wr.Usage, wr.Model
 	}
+	st.finish = cmp.Or(finish, "stop")
+	if st.finish == "stop" {
+		// The whole answer is known: a block its template opened shows
+		// as a </think>, which the splitter finds started outside too;
+		// without one, the model answered without thinking.
+		st.think.Inside = false
+	}
 	if c := st.text(m); !c.Empty() {
 		if err := fn(c); err != nil {
 			return err
@@ -665,8 +708,8 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 		st.addArgs(pc, tc.Function.Arguments)
 		st.calls = append(st.calls, pc)
 	}
-	st.finish = cmp.Or(finish, "stop")
 	last, _ := st.Finish()
+	b.learnThink(&st)
 	return fn(last)
 }
 
