@@ -75,7 +75,11 @@ func (s *Server) chatCompletions(c *gin.Context) {
 				b := make([]byte, 0, answerSize(content, res.Message.Reasoning, wire.Model, trace))
 				return appendAnswer(b, completionID(objID), wire.Model, start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
 			}
-			b, err := marshal(toResponse(completionID(objID), wire.Model, start.Unix(), res, content))
+			resp := toResponse(completionID(objID), wire.Model, start.Unix(), res, content)
+			if wire.legacy {
+				resp.toLegacy(res)
+			}
+			b, err := marshal(resp)
 			return withChain(b, trace), err
 		}, fail)
 	}
@@ -180,6 +184,7 @@ type chatEncoder struct {
 	created      int64
 	includeUsage bool
 	roleSent     bool
+	legacy       bool             // the client's tools are the deprecated functions
 	details      *detailsRenderer // the "details" rendering, when asked
 	// Content deltas are most of a stream: they are framed from a head
 	// encoded once (chunkHead), with only the text encoded per chunk.
@@ -190,7 +195,7 @@ var _ encoder = (*chatEncoder)(nil)
 
 func newChatEncoder(w *sseWriter, wire *chatRequest, objID, render string) *chatEncoder {
 	e := &chatEncoder{w: w, id: completionID(objID), model: wire.Model, created: time.Now().Unix(),
-		includeUsage: wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage}
+		includeUsage: wire.StreamOptions != nil && wire.StreamOptions.IncludeUsage, legacy: wire.legacy}
 	if render == config.RenderDetails {
 		e.details = newDetailsRenderer()
 	}
@@ -241,8 +246,13 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 			return err
 		}
 	}
+	finish := res.FinishReason
 	if len(res.Message.ToolCalls) > 0 {
-		if err := e.send(newChunk(e.id, e.model, e.created, delta{ToolCalls: wireCalls(res.Message.ToolCalls, true)}, nil)); err != nil {
+		d := delta{ToolCalls: wireCalls(res.Message.ToolCalls, true)}
+		if e.legacy {
+			d, finish = delta{FunctionCall: legacyCall(res.Message.ToolCalls)}, legacyFinish(finish)
+		}
+		if err := e.send(newChunk(e.id, e.model, e.created, d, nil)); err != nil {
 			return err
 		}
 	}
@@ -255,7 +265,7 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 	w.openEvent("")
 	w.buf = append(w.buf, e.head...)
 	w.buf = append(w.buf, finishOpen...)
-	w.buf = jsonx.AppendString(w.buf, res.FinishReason)
+	w.buf = jsonx.AppendString(w.buf, finish)
 	w.buf = append(w.buf, "}]}"...)
 	if e.includeUsage {
 		_ = w.endEvent()

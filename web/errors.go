@@ -107,7 +107,7 @@ func statusFor(err error) (int, errorObject) {
 		if br.param != "" {
 			obj.Param = &br.param
 		}
-		return set(http.StatusBadRequest, "invalid_request_error", "invalid_request")
+		return set(http.StatusBadRequest, "invalid_request_error", cmp.Or(br.code, "invalid_request"))
 	case errors.Is(err, chain.ErrUnknownModel):
 		p := "model"
 		obj.Param = &p

@@ -2,9 +2,11 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -52,6 +54,9 @@ type chatRequest struct {
 	// format is response_format as the chain's Params.Format: a JSON
 	// schema, "json", or nil for text.
 	format json.RawMessage
+	// legacy is set when the client offered its tools as the deprecated
+	// functions: it reads a call as message.function_call.
+	legacy bool
 }
 
 type streamOptions struct {
@@ -67,6 +72,9 @@ type wireMessage struct {
 	ToolCalls        []wireToolCall  `json:"tool_calls,omitempty"`
 	ToolCallID       string          `json:"tool_call_id,omitempty"`
 	ReasoningContent string          `json:"reasoning_content,omitempty"`
+	// FunctionCall is the deprecated form of ToolCalls, one call without
+	// an ID, in an assistant message of a client of the functions API.
+	FunctionCall *wireFunctionCall `json:"function_call,omitempty"`
 
 	text  string       // Content's text, set by decodeChatRequest
 	parts []chain.Part // Content's images and files
@@ -84,18 +92,32 @@ type wireToolCall struct {
 }
 
 type wireTool struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
-		Parameters  json.RawMessage `json:"parameters,omitempty"`
-	} `json:"function"`
+	Type     string       `json:"type"`
+	Function wireFunction `json:"function"`
+}
+
+// wireFunction is a function a client offers: a tool's function, or an
+// item of the deprecated functions (OpenAPI ChatCompletionFunctions).
+type wireFunction struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// wireFunctionCall is the deprecated function_call of an assistant
+// message, a response message or a stream delta.
+type wireFunctionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // badRequest is an invalid request, reported as 400 with the offending param.
 type badRequest struct {
 	param string
 	msg   string
+	// code, when set, is OpenAI's own code for the refusal
+	// (unsupported_parameter, unsupported_value), which clients match on.
+	code string
 }
 
 func (e *badRequest) Error() string { return e.msg }
@@ -104,6 +126,8 @@ func invalid(param, format string, args ...any) error {
 	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
 }
 
+// validRoles are the roles the chain takes; a "function" message, the
+// deprecated form of a tool result, is read as a tool message (legacyCall).
 var validRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
 // decodeChatRequest parses and validates a chat completion request body.
@@ -126,9 +150,22 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 	if len(req.Messages) == 0 {
 		return nil, invalid("messages", "messages must be a non-empty array")
 	}
-	for i, m := range req.Messages {
+	if mayHaveExtras(body) {
+		if err := req.extras(body); err != nil {
+			return nil, err
+		}
+	}
+	var pending string // the ID given to the last legacy function_call
+	for i := range req.Messages {
+		m := &req.Messages[i]
+		if m.FunctionCall != nil || m.Role == "function" {
+			var err error
+			if pending, err = m.legacyCall(i, pending); err != nil {
+				return nil, err
+			}
+		}
 		if !validRoles[m.Role] {
-			return nil, invalid(fmt.Sprintf("messages[%d].role", i), "invalid role %q in messages[%d] (want system, developer, user, assistant or tool)", m.Role, i)
+			return nil, invalid(fmt.Sprintf("messages[%d].role", i), "invalid role %q in messages[%d] (want system, developer, user, assistant, tool or function)", m.Role, i)
 		}
 		if m.Role == "tool" && m.ToolCallID == "" {
 			return nil, invalid(fmt.Sprintf("messages[%d].tool_call_id", i), "messages[%d] has role tool but no tool_call_id", i)
@@ -140,7 +177,7 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		if err != nil {
 			return nil, err
 		}
-		req.Messages[i].text, req.Messages[i].parts, req.Messages[i].lead = text, parts, lead
+		m.text, m.parts, m.lead = text, parts, lead
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, invalid("n", "n must be 1 (got %d): the chain produces one answer", *req.N)
@@ -167,8 +204,10 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		}
 	}
 	var err error
-	if req.choice, err = req.toolChoice(); err != nil {
-		return nil, err
+	if req.choice.Mode == "" { // not set by a legacy function_call
+		if req.choice, err = req.toolChoice(); err != nil {
+			return nil, err
+		}
 	}
 	if req.stops, err = req.stop(); err != nil {
 		return nil, err
@@ -181,6 +220,153 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 	}
 	return &req, nil
 }
+
+// chatExtras are the request fields that chatRequest has no room for (it
+// holds goccy/go-json's most, 16) and that must not go unread: the
+// deprecated functions and function_call, which older clients (go-openai's
+// Functions, LangChain's and AutoGen's function agents) still send in place
+// of tools and tool_choice, and outputs the chain cannot give, which a
+// client would otherwise wait for in vain.
+type chatExtras struct {
+	Functions    []wireFunction  `json:"functions"`
+	FunctionCall json.RawMessage `json:"function_call"`
+	Logprobs     *bool           `json:"logprobs"`
+	TopLogprobs  *int            `json:"top_logprobs"`
+	Modalities   []string        `json:"modalities"`
+	Audio        json.RawMessage `json:"audio"`
+}
+
+// extraKeys are chatExtras' keys, for mayHaveExtras.
+var extraKeys = [...]string{"functions", "function_call", "logprobs", "top_logprobs", "modalities", "audio"}
+
+// mayHaveExtras reports whether body may hold one of extraKeys as a key, at
+// any depth: a name in quotes, matched without regard to ASCII case as
+// encoding/json matches keys, before white space and a colon. Only then is
+// the body decoded again for chatExtras. It looks at the colons only, a
+// byte in a hundred of a request, with IndexByte between them: a few
+// hundred nanoseconds on the agent requests of testdata, 1 to 2.5 % of their
+// decoding. (A key that spells a letter as a \u escape is not found: no
+// client writes one.)
+func mayHaveExtras(body []byte) bool {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(body[i:], ':')
+		if j < 0 {
+			return false
+		}
+		i += j
+		end := i // the key's closing quote, when there is one
+		for end > 0 && (body[end-1] == ' ' || body[end-1] == '\t' || body[end-1] == '\n' || body[end-1] == '\r') {
+			end--
+		}
+		if end < 2 || body[end-1] != '"' {
+			continue
+		}
+		end--
+		switch body[end-1] | 0x20 { // the keys end in s, l or o
+		case 's', 'l', 'o':
+		default:
+			continue
+		}
+		for _, k := range extraKeys {
+			if start := end - len(k); start > 0 && body[start-1] == '"' && bytes.EqualFold(body[start:end], []byte(k)) {
+				return true
+			}
+		}
+	}
+}
+
+// extras reads chatExtras from body: the deprecated functions become the
+// request's tools and function_call its tool choice, and what the chain
+// cannot answer is refused as OpenAI refuses a parameter a model does not
+// take, rather than dropped.
+func (r *chatRequest) extras(body []byte) error {
+	var x chatExtras
+	if err := unmarshal(body, &x); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return invalid(te.Field, "invalid type for %s: want %s", te.Field, te.Type)
+		}
+		return invalid("", "invalid JSON in request body: %v", err)
+	}
+	switch {
+	case x.Logprobs != nil && *x.Logprobs:
+		return unsupported("logprobs", "unsupported_parameter", "Unsupported parameter: 'logprobs': the chain's answer carries no token log probabilities; leave logprobs out or false")
+	case x.TopLogprobs != nil && *x.TopLogprobs != 0:
+		return unsupported("top_logprobs", "unsupported_parameter", "Unsupported parameter: 'top_logprobs': the chain's answer carries no token log probabilities; leave top_logprobs out or 0")
+	case slices.Contains(x.Modalities, "audio"):
+		return unsupported("modalities", "unsupported_value", "Unsupported value: 'modalities' does not support 'audio': the chain answers in text only")
+	case !absent(x.Audio):
+		return unsupported("audio", "unsupported_parameter", "Unsupported parameter: 'audio': the chain answers in text only, not in audio")
+	}
+	if x.Functions != nil {
+		if len(r.Tools) > 0 {
+			return invalid("functions", "functions is the deprecated form of tools: send one or the other, not both")
+		}
+		for i, f := range x.Functions {
+			if f.Name == "" {
+				return invalid(fmt.Sprintf("functions[%d].name", i), "functions[%d].name is required", i)
+			}
+			r.Tools = append(r.Tools, wireTool{Type: "function", Function: f})
+		}
+		r.legacy = true
+	}
+	if absent(x.FunctionCall) {
+		return nil
+	}
+	if !absent(r.ToolChoice) {
+		return invalid("function_call", "function_call is the deprecated form of tool_choice: send one or the other, not both")
+	}
+	var mode string
+	if json.Unmarshal(x.FunctionCall, &mode) == nil {
+		if mode != "auto" && mode != "none" {
+			return invalid("function_call", "function_call %q is not one of auto, none", mode)
+		}
+		r.choice = chain.ToolChoice{Mode: mode}
+		return nil
+	}
+	var named wireFunctionCall
+	if err := json.Unmarshal(x.FunctionCall, &named); err != nil || named.Name == "" {
+		return invalid("function_call", `function_call must be "auto", "none" or {"name": …}`)
+	}
+	for _, f := range x.Functions {
+		if f.Name == named.Name {
+			r.choice = chain.ToolChoice{Mode: "function", Name: named.Name}
+			return nil
+		}
+	}
+	return invalid("function_call", "function_call names function %q, which is not in functions", named.Name)
+}
+
+func unsupported(param, code, msg string) error {
+	return &badRequest{param: param, msg: msg, code: code}
+}
+
+// legacyCall reads message i of a client of the functions API as the tool
+// messages the chain knows: an assistant's function_call becomes a tool
+// call, and a "function" message, its result, a tool message answering it.
+// Neither carries an ID; the call is given one from its place, and the
+// result takes the one of the call before it (pending, which it returns
+// cleared; a call returns its own).
+func (m *wireMessage) legacyCall(i int, pending string) (string, error) {
+	if m.Role == "function" {
+		if m.Name == "" {
+			return "", invalid(fmt.Sprintf("messages[%d].name", i), "messages[%d] has role function but no name", i)
+		}
+		m.Role, m.ToolCallID = "tool", cmp.Or(pending, legacyCallID(i))
+		return "", nil
+	}
+	if m.Role != "assistant" {
+		return "", invalid(fmt.Sprintf("messages[%d].function_call", i), "messages[%d] has a function_call but role %s: only an assistant calls functions", i, m.Role)
+	}
+	tc := wireToolCall{ID: legacyCallID(i), Type: "function"}
+	tc.Function.Name, tc.Function.Arguments = m.FunctionCall.Name, m.FunctionCall.Arguments
+	m.ToolCalls = append(m.ToolCalls, tc)
+	return tc.ID, nil
+}
+
+// legacyCallID is the ID of the legacy function call in message i: unique
+// in the conversation and the same every time it is sent.
+func legacyCallID(i int) string { return "call_function_" + strconv.Itoa(i) }
 
 func (r *chatRequest) maxTokens() *int {
 	if r.MaxCompletionTok != nil {
@@ -385,6 +571,8 @@ type responseMessage struct {
 	Refusal          *string        `json:"refusal"`
 	ReasoningContent string         `json:"reasoning_content,omitempty"`
 	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	// FunctionCall replaces ToolCalls for a client of the functions API.
+	FunctionCall *wireFunctionCall `json:"function_call,omitempty"`
 }
 
 type chunk struct {
@@ -405,10 +593,11 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role             string         `json:"role,omitempty"`
-	Content          *string        `json:"content,omitempty"`
-	ReasoningContent string         `json:"reasoning_content,omitempty"`
-	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
+	Role             string            `json:"role,omitempty"`
+	Content          *string           `json:"content,omitempty"`
+	ReasoningContent string            `json:"reasoning_content,omitempty"`
+	ToolCalls        []wireToolCall    `json:"tool_calls,omitempty"`
+	FunctionCall     *wireFunctionCall `json:"function_call,omitempty"`
 }
 
 func wireCalls(calls []chain.ToolCall, indexed bool) []wireToolCall {
@@ -437,6 +626,30 @@ func toResponse(id, model string, created int64, res *chain.Result, content stri
 		Choices: []choice{{Message: msg, FinishReason: res.FinishReason}},
 		Usage:   res.Trace.Usage(),
 	}
+}
+
+// legacyCall is the first of calls as the deprecated function_call: the
+// functions API has one call a turn, and its clients read no other.
+func legacyCall(calls []chain.ToolCall) *wireFunctionCall {
+	return &wireFunctionCall{Name: calls[0].Name, Arguments: calls[0].Arguments}
+}
+
+// legacyFinish is finish as a client of the functions API reads it:
+// "function_call" where a client of tools reads "tool_calls".
+func legacyFinish(finish string) string {
+	if finish == "tool_calls" {
+		return "function_call"
+	}
+	return finish
+}
+
+// toLegacy gives toResponse's answer with tool calls the shape a client
+// of the functions API reads: message.function_call and finish_reason
+// "function_call" (OpenAPI ChatCompletionResponseMessage.function_call).
+func (r *chatResponse) toLegacy(res *chain.Result) {
+	c := &r.Choices[0]
+	c.Message.ToolCalls, c.Message.FunctionCall = nil, legacyCall(res.Message.ToolCalls)
+	c.FinishReason = legacyFinish(c.FinishReason)
 }
 
 // appendAnswer appends the chat.completion toResponse makes for an answer

@@ -199,6 +199,7 @@ func TestStatusFor(t *testing.T) {
 		code   string
 	}{
 		{&badRequest{param: "n", msg: "bad"}, 400, "invalid_request"},
+		{&badRequest{param: "logprobs", msg: "bad", code: "unsupported_parameter"}, 400, "unsupported_parameter"},
 		{fmt.Errorf("resolve: %w", chain.ErrUnknownModel), 404, "model_not_found"},
 		{errUnauthorized, 401, "invalid_api_key"},
 		{context.Canceled, 499, "client_closed"},
