@@ -53,14 +53,16 @@ func unreadable(r *http.Request, resp *http.Response) error {
 	if resp.Body == http.NoBody {
 		return nil
 	}
-	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") && r.Header.Get("Accept-Encoding") == "" {
+	// The headers are read by their canonical names, as net/http stores
+	// them, without Get's canonicalization: this runs on every answer.
+	if enc := first(resp.Header["Content-Encoding"]); enc != "" && !strings.EqualFold(enc, "identity") && len(r.Header["Accept-Encoding"]) == 0 {
 		// net/http asked for gzip alone and decoded it (the header is
 		// gone then): this is a coding nobody asked for, which a server
 		// or a cache in front of it sent anyway. Its bytes read as
 		// neither events nor JSON.
 		return fmt.Errorf("answer in Content-Encoding %q, which the proxy did not ask for (it reads gzip or none)", enc)
 	}
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode < http.StatusMultipleChoices && isHTML(ct) {
+	if ct := first(resp.Header["Content-Type"]); resp.StatusCode < http.StatusMultipleChoices && isHTML(ct) {
 		// No node API answers with HTML: this is a page in the node's
 		// place (a proxy's sign-in, block or captive-portal page, or a
 		// web app at base_url), which would read as a stream without
@@ -69,6 +71,14 @@ func unreadable(r *http.Request, resp *http.Response) error {
 		return fmt.Errorf("an HTML page (Content-Type %q) instead of the API's answer: is something in front of the node (a proxy or sign-in page), or is base_url another server?", ct)
 	}
 	return nil
+}
+
+// first is a header's first value, or "".
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
 }
 
 // isHTML reports whether a Content-Type is HTML's.
