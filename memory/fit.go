@@ -175,7 +175,8 @@ type Summary struct {
 	Text string `json:"text"`
 	From int    `json:"from"`
 	To   int    `json:"to"`
-	// Seen is how many turns the history had when it was made. A later
+	// Seen is how many turns the history had when it was made (or, in
+	// the copy stored under a later history, last used). A later
 	// request of the conversation with no more turns takes it as it is,
 	// dropping what it does not cover, rather than calling the summarizer
 	// again: one summarizer call per new stretch of the conversation, not
@@ -473,6 +474,18 @@ func nameOr(s, or string) string {
 // foldHistory keeps the most recent turns raw within what the window has
 // left and folds the older ones: their questions listed verbatim, their
 // content in a summary when folder can make or find one, else dropped.
+//
+// A server's prompt cache (Ollama's runner, llama-server's cache_prompt)
+// evaluates again everything after the first token that differs from the
+// previous prompt, and the summary and the list come right after the
+// system message. So a summary of the conversation is used as long as the
+// turns after it fit raw, and a new fold goes further than it must, until
+// the raw turns take at most half their room: the next turns fit beside
+// them, and the summary, the list and the raw turns stay the same, word
+// for word, until the next fold, several turns later, with one summarizer
+// call. Folding the least each time moved the fold by a turn at every
+// request, with a summarizer call each time and the whole prompt
+// evaluated again.
 func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
 	if len(f.turns) == 0 {
 		return
@@ -481,34 +494,65 @@ func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
 	fixed := Chars(f.prefix) + f.currentChars()
 	left := in.Budget() - fixed
 	memShare := in.share(in.Shares.Questions) + in.share(in.Shares.Summaries)
-	rawRoom := max(left-memShare, min(left, in.share(in.Shares.Recent)))
-	f.raw = len(f.turns)
-	for f.raw > 0 {
-		c := Chars(f.turns[f.raw-1])
-		if c > rawRoom {
-			break
-		}
-		rawRoom -= c
-		f.raw--
-	}
+	room := max(left-memShare, min(left, in.share(in.Shares.Recent)))
+	n := len(f.turns)
+	f.raw = f.rawWithin(room)
 	if f.raw == 0 {
 		return
 	}
-	if folder != nil {
-		// A summary cached for a shorter prefix (an earlier request of the
-		// conversation, fitted with another estimate) is taken as it is
-		// when the turns after it fit raw in what is left: no call.
-		if prev := f.cached(ctx, folder, f.raw); prev.To > 0 && prev.To < f.raw {
-			extra := 0
-			for _, t := range f.turns[prev.To:f.raw] {
-				extra += Chars(t)
-			}
-			if extra <= rawRoom {
-				f.raw = prev.To
-			}
-		}
+	if folder == nil {
+		f.buildMemory(ctx, nil, f.raw)
+		return
 	}
+	if prev, k := f.cached(ctx, folder, n); prev.To > 0 && turnsChars(f.turns[prev.To:]) <= room {
+		// An earlier request's summary, the turns after it raw: no call.
+		f.raw, f.sum = prev.To, prev
+		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
+		if k != n {
+			// Under this history too: the next request, a turn longer,
+			// finds it at its second read, however many turns are raw.
+			prev.Seen = n
+			folder.Store(ctx, SummaryKey(f.hashes[n]), prev)
+		}
+		f.buildMemory(ctx, nil, f.raw)
+		return
+	}
+	least := f.raw
+	// The latest turn stays raw when it fits at all.
+	f.raw = min(f.rawWithin(room/2), max(least, n-1))
 	f.buildMemory(ctx, folder, f.raw)
+	if f.sum.To < f.raw {
+		// No summary, or a shorter one (the summarizer's own window): the
+		// turns it does not cover are kept raw as far as they fit rather
+		// than dropped.
+		f.raw = max(least, f.sum.To)
+		f.actions = withoutDropped(f.actions)
+		f.buildMemory(ctx, nil, f.raw)
+	}
+}
+
+// turnsChars is what turns weigh.
+func turnsChars(turns [][]Message) int {
+	n := 0
+	for _, t := range turns {
+		n += Chars(t)
+	}
+	return n
+}
+
+// rawWithin is the index in f.turns of the first of the most recent turns
+// that weigh at most room together.
+func (f *fitting) rawWithin(room int) int {
+	raw := len(f.turns)
+	for raw > 0 {
+		c := Chars(f.turns[raw-1])
+		if c > room {
+			break
+		}
+		room -= c
+		raw--
+	}
+	return raw
 }
 
 // buildMemory makes the parts that stand for turns 1..m.

@@ -188,11 +188,13 @@ func TestSummaryReused(t *testing.T) {
 	if folder.calls != 1 || len(r.Actions) != 1 || r.Actions[0].Action != ActReused {
 		t.Fatalf("calls %d, actions %+v: want the summary reused", folder.calls, r.Actions)
 	}
-	// One more turn: the summary of the longer prefix is made from the
-	// cached one and the new turns only.
-	longer := append(msgs[:len(msgs)-1:len(msgs)-1],
-		Message{Role: "user", Content: "Question 31"}, Message{Role: "assistant", Content: strings.Repeat("x", 1600)},
-		Message{Role: "user", Content: "And now?"})
+	// More turns than fit raw beside the summary: the summary of the
+	// longer prefix is made from the cached one and the new turns only.
+	longer := msgs[: len(msgs)-1 : len(msgs)-1]
+	for i := 31; i <= 33; i++ {
+		longer = append(longer, Message{Role: "user", Content: fmt.Sprintf("Question %d", i)}, Message{Role: "assistant", Content: strings.Repeat("x", 1600)})
+	}
+	longer = append(longer, Message{Role: "user", Content: "And now?"})
 	r, err = Fit(context.Background(), input(longer, 2048), folder)
 	if err != nil {
 		t.Fatal(err)

@@ -62,11 +62,12 @@ func (f *fitting) prefixHashes(m int) []uint64 {
 const lookback = 16
 
 // cached is the cached summary of the longest prefix of turns 1..m it can
-// find. A summary is stored under the hash of the turns it covers and
-// under that of the whole history its request had, so the same
+// find, and the k of the turns 1..k whose hash it was stored under. A
+// summary is stored under the hash of the turns it covers and under that
+// of the whole history of each request that made or used it, so the same
 // conversation resent finds it at once, and one a few turns longer within
 // lookback reads; its To is 0 when there is none.
-func (f *fitting) cached(ctx context.Context, folder Folder, m int) Summary {
+func (f *fitting) cached(ctx context.Context, folder Folder, m int) (Summary, int) {
 	if f.hashes == nil {
 		f.hashes = f.prefixHashes(len(f.turns))
 	}
@@ -80,14 +81,14 @@ func (f *fitting) cached(ctx context.Context, folder Folder, m int) Summary {
 	}
 	n := len(f.turns)
 	if s, ok := get(n); ok {
-		return s
+		return s, n
 	}
 	for k := min(n-1, m+lookback); k >= max(1, m-lookback); k-- {
 		if s, ok := get(k); ok {
-			return s
+			return s, k
 		}
 	}
-	return Summary{}
+	return Summary{}, 0
 }
 
 // summary finds or makes the summary of the longest prefix of turns 1..m
@@ -101,7 +102,7 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 		}
 		return Summary{}, false
 	}
-	prev := f.cached(ctx, folder, m)
+	prev, _ := f.cached(ctx, folder, m)
 	hashes := f.hashes
 	if prev.To == m || prev.To > 0 && prev.Seen >= len(f.turns) {
 		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
