@@ -4,8 +4,6 @@ import (
 	"bytes"
 
 	gojson "github.com/goccy/go-json"
-
-	"chainproxy/chain"
 )
 
 // contentSpan is where a decoded event's delta content was read: the
@@ -204,16 +202,16 @@ func (d *chunkDecoder) usage(sc *streamChunk) bool {
 	if sc.Usage != nil {
 		return false
 	}
-	u := &chain.Usage{}
+	u := &usage{}
 	sc.Usage = u
 	return d.object(func(key []byte) bool {
 		switch string(key) {
 		case "prompt_tokens":
-			return d.int(&u.PromptTokens)
+			return d.count(&u.PromptTokens)
 		case "completion_tokens":
-			return d.int(&u.CompletionTokens)
+			return d.count(&u.CompletionTokens)
 		case "total_tokens":
-			return d.int(&u.TotalTokens)
+			return d.count(&u.TotalTokens)
 		}
 		if foldsTo(key, "prompt_tokens", "completion_tokens", "total_tokens") {
 			return false
@@ -378,6 +376,28 @@ func (d *chunkDecoder) int(n *int) bool {
 		}
 	}
 	*n = v
+	return true
+}
+
+// count reads a token count as count.UnmarshalJSON reads it: the usual
+// small integer at once, any other value through parseCount.
+func (d *chunkDecoder) count(c *count) bool {
+	if d.null() {
+		return true
+	}
+	start := d.i
+	var n int
+	if d.int(&n) {
+		*c = count(n)
+		return true
+	}
+	d.i = start
+	if !d.skip() {
+		return false
+	}
+	if n, ok := parseCount(d.data[start:d.i]); ok {
+		*c = n
+	}
 	return true
 }
 

@@ -31,12 +31,22 @@ var chunkSeeds = []struct {
 	{`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1735689600,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30,"prompt_tokens_details":{"cached_tokens":0}}}`, true},
 	{`{"choices":[],"usage":{"total_tokens":7}}`, true},
 	{`{"usage":{"prompt_tokens":1},"choices":[],"usage":null}`, true},
+	// Counts that are not small integers (count): OpenRouter's decimals
+	// (BerriAI/litellm#28001), and others a server might write.
+	{`{"id":"gen-1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":14417.92,"total_tokens":14429.92,"completion_tokens_details":{"image_tokens":14417.92},"cost":0.0387243}}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":-1}}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":1.5}}`, true},
+	{`{"choices":[],"usage":{ "prompt_tokens" : 2.5e1 , "completion_tokens" : -0.0E-0 , "total_tokens" : 1e999 }}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":1234567890123,"completion_tokens":"7","total_tokens":null}}`, true},
+	{`{"choices":[],"usage":{"prompt_tokens":3,"prompt_tokens":"x","completion_tokens":4,"completion_tokens":null,"total_tokens":[7],"total_tokens":{"a":true}}}`, true},
 	// Handed to the general decoder:
 	{`{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"length"}],"choices":[{"delta":{"reasoning":"b"}}]}`, false},
 	{`{"choices":[],"usage":{"prompt_tokens":10},"usage":{"completion_tokens":20}}`, false},
 	{`{"choices":[],"usage":{"Prompt_Tokens":10}}`, false},
-	{`{"choices":[],"usage":{"prompt_tokens":-1}}`, false},
-	{`{"choices":[],"usage":{"prompt_tokens":1.5}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":01}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":1.}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":-}}`, false},
+	{`{"choices":[],"usage":{"prompt_tokens":"\q"}}`, false},
 	{`{"choices":[],"usage":[]}`, false},
 	{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]}}]}`, false},
 	{`{"error":{"message":"overloaded"}}`, false},
@@ -178,6 +188,8 @@ var wholeSeeds = []struct {
 	{`{"MODEL":"m","choices":[{"message":{"content":"x"}}]}`, false},
 	{`{"model":"m","choices":[{"Message":{"content":"x"}}]}`, false},
 	{`{"model":"m","choices":[]}`, true},
+	// OpenRouter's image model, its counts cost-weighted (BerriAI/litellm#28001).
+	{`{"id":"gen-1","object":"chat.completion","model":"black-forest-labs/flux.2-klein-4b","choices":[{"index":0,"message":{"role":"assistant","content":"Here it is","images":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="},"index":0}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":14417.92,"total_tokens":14429.92,"completion_tokens_details":{"image_tokens":14417.92},"cost":0.0387243}}`, true},
 }
 
 // FuzzDecodeWhole: whatever the upstream answers, an answer decodeWhole

@@ -106,12 +106,69 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		return err
 	}
 	defer resp.Body.Close()
-	// A server may answer a stream request with one JSON object (some
-	// ignore "stream"): it is read as the whole answer it is.
-	if !stream || strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		return b.readWhole(ctx, resp.Body, resp.ContentLength, req, fn)
+	var body io.Reader = resp.Body
+	if ct := resp.Header.Get("Content-Type"); stream && !isMediaType(ct, "text/event-stream") || !stream && !isMediaType(ct, "application/json") {
+		// Not the shape asked for and labelled so: the body says what
+		// it is. Servers answer a stream request whole (some ignore
+		// "stream"), stream to one that asked for the whole answer,
+		// and label either wrong or not at all
+		// (TestChatAnswerOfAnotherShape). What neither shape starts
+		// with is read as what was asked. An answer labelled as asked,
+		// the usual one, is read without a look.
+		var first byte
+		first, body, err = sniff(resp.Body)
+		if err != nil {
+			return chain.TransportError(ctx, b.node.Name, err)
+		}
+		switch first {
+		case '{':
+			stream = false
+		case 'd', ':', 'e', 'i', 'r': // data, a comment, event, id, retry
+			stream = true
+		}
 	}
-	return b.readStream(ctx, chain.IdleReader(resp.Body, req.Idle), req, fn)
+	if !stream {
+		return b.readWhole(ctx, body, resp.ContentLength, req, fn)
+	}
+	return b.readStream(ctx, chain.IdleReader(body, req.Idle), req, fn)
+}
+
+// isMediaType reports whether a Content-Type is of media type mt.
+func isMediaType(contentType, mt string) bool {
+	t, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(t), mt)
+}
+
+// maxSniff bounds the space sniff reads past before giving up: what it
+// holds is held whole.
+const maxSniff = 64 << 10
+
+// sniff reads body up to its first byte that is not JSON's space and
+// returns that byte, 0 when the body ends or maxSniff bytes of space came
+// first, and a reader of the whole body, what sniff read included.
+func sniff(body io.Reader) (byte, io.Reader, error) {
+	head := make([]byte, 0, 512)
+	for len(head) < maxSniff {
+		if len(head) == cap(head) {
+			head = slices.Grow(head, len(head))
+		}
+		n, err := body.Read(head[len(head):cap(head)])
+		for _, c := range head[len(head) : len(head)+n] {
+			switch c {
+			case ' ', '\t', '\n', '\r':
+				continue
+			}
+			return c, io.MultiReader(bytes.NewReader(head[:len(head)+n]), body), nil
+		}
+		head = head[:len(head)+n]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	return 0, io.MultiReader(bytes.NewReader(head), body), nil
 }
 
 // open sends req and returns the answer and whether it was asked as a
@@ -178,7 +235,7 @@ func errorMessage(data []byte) string {
 		Message string          `json:"message"`
 		Detail  json.RawMessage `json:"detail"`
 	}
-	if gojson.Unmarshal(data, &e) == nil {
+	if wellFormed(data) == nil && gojson.Unmarshal(data, &e) == nil {
 		if msg := eventErrorMessage(e.Error); msg != "" {
 			return msg
 		}
@@ -195,6 +252,22 @@ func errorMessage(data []byte) string {
 		msg = msg[:maxErrorBody] + "…"
 	}
 	return msg
+}
+
+// errMalformedJSON is an upstream's JSON that is not well formed.
+var errMalformedJSON = errors.New("malformed JSON")
+
+// wellFormed checks an upstream's JSON with encoding/json's scanner before
+// goccy/go-json decodes it: goccy/go-json v0.10.5 reads past the end of
+// some malformed input (an object key ending in a dangling escape, {"\),
+// into whatever memory follows, and panics or not depending on what is
+// there (goccy/go-json#604, open; FuzzStreamAdd's corpus holds such an
+// event). Only what the chunk decoder did not read comes here.
+func wellFormed(data []byte) error {
+	if !json.Valid(data) {
+		return errMalformedJSON
+	}
+	return nil
 }
 
 // eventErrorMessage is the message of an "error" member, an object with a
@@ -366,7 +439,7 @@ type Stream struct {
 	think  chain.ThinkSplitter
 	calls  []*pendingCall
 	finish string
-	usage  *chain.Usage
+	usage  *usage
 	// model is the model the upstream says answered, read once.
 	model string
 	// choices is the last event's choices, whose array the next reuses.
@@ -424,7 +497,7 @@ func (s *Stream) text(m *answerMessage) chain.Chunk {
 // streamChunk is the part of a chat.completion.chunk the proxy reads.
 type streamChunk struct {
 	Choices []streamChoice `json:"choices"`
-	Usage   *chain.Usage   `json:"usage"`
+	Usage   *usage         `json:"usage"`
 	// Error is set by an event that reports a failure mid-stream, as
 	// OpenAI and vLLM send it: data: {"error": {"message": …}}.
 	Error json.RawMessage `json:"error"`
@@ -463,6 +536,9 @@ func (s *Stream) Add(data []byte) (chain.Chunk, error) {
 	if !s.decode(data, &sc, model) {
 		// The general decoder would merge into a reused element.
 		sc = streamChunk{}
+		if err := wellFormed(data); err != nil {
+			return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
+		}
 		if err := gojson.UnmarshalNoEscape(data, &sc); err != nil {
 			return chain.Chunk{}, fmt.Errorf("decode stream chunk: %w", err)
 		}
@@ -635,7 +711,7 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	default:
 		c.FinishReason = "stop"
 	}
-	c.Usage = s.usage
+	c.Usage = s.usage.chain()
 	c.Model = s.model
 	return c, true
 }
@@ -647,7 +723,7 @@ type wholeResponse struct {
 		Message      answerMessage `json:"message"`
 		FinishReason string        `json:"finish_reason"`
 	} `json:"choices"`
-	Usage *chain.Usage `json:"usage"`
+	Usage *usage `json:"usage"`
 	// Error is set by an answer without choices that reports a failure
 	// with status 200: OpenRouter's, once the model has started
 	// (https://openrouter.ai/docs/errors), or LM Studio's on a path it
@@ -663,10 +739,15 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 	if size > 0 && size < maxWholeBody {
 		buf.Grow(int(size) + bytes.MinRead) // rather than grown in copies
 	}
-	_, err := buf.ReadFrom(io.LimitReader(body, maxWholeBody))
+	// One byte past the cap tells an answer over it from one at it: cut
+	// silently, it would fail as JSON the upstream never sent.
+	_, err := buf.ReadFrom(io.LimitReader(body, maxWholeBody+1))
 	data := buf.Bytes()
 	if err != nil {
 		return chain.TransportError(ctx, b.node.Name, err)
+	}
+	if len(data) > maxWholeBody {
+		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: errWholeTooLarge.Error(), Err: errWholeTooLarge}
 	}
 	var (
 		m      *answerMessage
@@ -677,7 +758,11 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 		m, finish, st.usage = &sc.Choices[0].Delta, sc.Choices[0].FinishReason, sc.Usage
 	} else {
 		var wr wholeResponse
-		if err := gojson.Unmarshal(data, &wr); err != nil || len(wr.Choices) == 0 {
+		err := wellFormed(data)
+		if err == nil {
+			err = gojson.Unmarshal(data, &wr)
+		}
+		if err != nil || len(wr.Choices) == 0 {
 			msg := "answer without choices"
 			switch {
 			case err != nil:
@@ -715,3 +800,6 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 
 // maxWholeBody caps an unstreamed answer.
 const maxWholeBody = 32 << 20
+
+// errWholeTooLarge is an unstreamed answer over maxWholeBody.
+var errWholeTooLarge = errors.New("answer larger than 32 MiB")
