@@ -22,12 +22,13 @@ func TestContextBudgetShortensOldestResultsFirst(t *testing.T) {
 	if _, _, err := h.run(t, chain.ModelReflexive, "compare a and b"); err != nil {
 		t.Fatal(err)
 	}
-	sys := h.nodes["M1"].requests()[0].Messages[0].Content
-	i := strings.Index(sys, "## What the earlier stages found")
-	if i < 0 {
-		t.Fatalf("no findings in M1's prompt:\n%s", sys)
+	msgs := h.nodes["M1"].requests()[0].Messages
+	q := msgs[len(msgs)-1].Content
+	i, j := strings.Index(q, "## What the earlier stages found"), strings.LastIndex(q, "\n## My message\n")
+	if i < 0 || j < i {
+		t.Fatalf("no findings in M1's question:\n%s", q)
 	}
-	found := sys[i:]
+	found := q[i:j]
 	if len(found) > 1500 {
 		t.Errorf("findings are %d chars, budget 1500", len(found))
 	}

@@ -58,14 +58,15 @@ chain:
 		if len(reqs) != 1 {
 			t.Fatalf("%d calls to %s", len(reqs), n)
 		}
-		sys := reqs[0].Messages[0].Content
+		// The findings head the user's question, which ends the prompt.
+		last := reqs[0].Messages[len(reqs[0].Messages)-1]
 		for _, want := range []string{"## What the earlier stages found", `read_file {"path":"f1.go"}`, `read_file {"path":"f3.go"}`} {
-			if !strings.Contains(sys, want) {
-				t.Errorf("%s's instructions lack %q", n, want)
+			if !strings.Contains(last.Content, want) {
+				t.Errorf("%s's question lacks %q", n, want)
 			}
 		}
-		if last := reqs[0].Messages[len(reqs[0].Messages)-1].Content; last != question {
-			t.Errorf("%s's prompt ends with %q", n, last)
+		if last.Role != "user" || !strings.HasSuffix(last.Content, "\n\n"+question) {
+			t.Errorf("%s's prompt ends with a %s message %q", n, last.Role, last.Content)
 		}
 	}
 }

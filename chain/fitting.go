@@ -191,14 +191,14 @@ func (r *run) reserve(window int) int {
 	return min(n, window/2)
 }
 
-// findingsBudget is what the earlier stages' findings may weigh in stage
-// s's system message, in characters: chain.context_budget, at most what s's
-// node's window leaves beside the stage's instructions (sys), the user's
-// question and what follows it, the tools s is offered, the answer's
-// reserve and the earlier questions' share. The system message is always
-// kept whole: findings rendered for a larger window would make it alone
-// outgrow a small one, and the stage be skipped rather than read them
-// shorter.
+// findingsBudget is what the earlier stages' findings may weigh at the
+// head of stage s's current question, in characters: chain.context_budget,
+// at most what s's node's window leaves beside the stage's instructions
+// (sys), the user's question and what follows it, the tools s is offered,
+// the answer's reserve and the earlier questions' share. The instructions
+// and the current question are always kept whole: findings rendered for a
+// larger window would make the question alone outgrow a small one, and the
+// stage be skipped rather than read them shorter.
 func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 	budget := r.e.cfg.Chain.ContextBudget
 	window := r.e.Window(s.node)
@@ -218,7 +218,7 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 	}
 	in.Msgs, in.ThinkingSent = msgs[max(q, 0):], sendsThinking(s.node)
 	_, current := memory.Fits(&in)
-	room := in.Budget() - len(sys) - memory.MessageOverhead - current -
+	room := in.Budget() - len(sys) - memory.MessageOverhead - current - len(questionHead) -
 		int(float64(window)*ratio*r.e.cfg.Memory.QuestionsShare)
 	return min(budget, max(room, 0))
 }

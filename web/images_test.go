@@ -346,7 +346,8 @@ func TestImagesChainOneVisionStage(t *testing.T) {
 	mt := u.mt.Bodies()
 	msgs := mt[0]["messages"].([]any)
 	content, isText := msgs[len(msgs)-1].(map[string]any)["content"].(string)
-	if len(mt) != 1 || !isText || !strings.HasPrefix(content, "Describe this picture step by step\n[1 image of this message not shown: model gpt-text cannot take it") {
+	// The earlier stages' findings head the question.
+	if len(mt) != 1 || !isText || !strings.Contains(content, "Describe this picture step by step\n[1 image of this message not shown: model gpt-text cannot take it") {
 		t.Fatalf("the OpenAI text stage got %v", msgs[len(msgs)-1])
 	}
 	reasons := strings.Join(out.Chain.Reasons, "\n")
