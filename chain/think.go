@@ -81,6 +81,10 @@ type ThinkSplitter struct {
 	sent bool
 	// prev is the last byte thinkWatch returned, for named.
 	prev byte
+	// code: thinkWatch has returned an odd number of backticks, so that
+	// what follows is inside a code span or block, where a </think> is
+	// text (code that strips a reasoning model's block), not a tag.
+	code bool
 }
 
 // Feed takes the next piece of streamed content and returns what of it is
@@ -147,9 +151,7 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 		case thinkWatch:
 			if s.held == "" && strings.IndexByte(rest, '<') < 0 {
 				// No tag can start here: the usual piece of a plain answer.
-				if rest != "" {
-					s.sent, s.prev = true, rest[len(rest)-1]
-				}
+				s.returned(rest)
 				return rest, ""
 			}
 			text := s.held + rest
@@ -163,10 +165,10 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 				// watch, prose does not.
 				s.held = text[j:]
 				text = text[:j]
-			case o >= 0 && before(o, i), j >= 0 && before(j, i), i >= 0 && named(text, i, s.prev):
+			case o >= 0 && before(o, i), j >= 0 && before(j, i), i >= 0 && (named(text, i, s.prev) || s.code != oddTicks(text[:i])):
 				// The model's own <think>, a tool call, or the tag named
-				// in prose (`</think>`, "</think>"): the rest is content
-				// as written.
+				// in prose (`</think>`, "</think>") or written in code:
+				// the rest is content as written.
 				s.state = thinkDone
 			case i >= 0:
 				reasoning = text[:i]
@@ -179,9 +181,7 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 				n := max(partialSuffix(text, thinkClose), partialSuffix(text, thinkOpen), partialSuffix(text, callOpen))
 				s.held, text = text[len(text)-n:], text[:len(text)-n]
 			}
-			if text != "" {
-				s.sent, s.prev = true, text[len(text)-1]
-			}
+			s.returned(text)
 			return text, ""
 
 		case thinkEatTrail:
@@ -193,6 +193,18 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 		}
 	}
 }
+
+// returned records text that thinkWatch returned as content.
+func (s *ThinkSplitter) returned(text string) {
+	if text != "" {
+		s.sent, s.prev = true, text[len(text)-1]
+		s.code = s.code != oddTicks(text)
+	}
+}
+
+// oddTicks reports whether s holds an odd number of backticks: a code span
+// or a fenced block ("```") it opens and does not close.
+func oddTicks(s string) bool { return strings.Count(s, "`")%2 == 1 }
 
 // closed records that the think block ended: one the content did not open
 // was opened by the prompt.

@@ -30,11 +30,12 @@ func splitWhole(s string, inside bool) (content, reasoning string) {
 }
 
 // strayClose reports whether s has a </think> before any <think> or tool
-// call, not named in backticks or quotes: a block its model's prompt
-// opened.
+// call, not named in backticks or quotes nor inside code (after an odd
+// number of backticks): a block its model's prompt opened.
 func strayClose(s string) bool {
 	i := strings.Index(s, thinkClose)
-	return i >= 0 && !strings.Contains(s[:i], thinkOpen) && callBefore(s, i) < 0 && !(i > 0 && strings.ContainsRune("`\"'", rune(s[i-1])))
+	return i >= 0 && !strings.Contains(s[:i], thinkOpen) && callBefore(s, i) < 0 && !(i > 0 && strings.ContainsRune("`\"'", rune(s[i-1]))) &&
+		strings.Count(s[:i], "`")%2 == 0
 }
 
 // callBefore is where the first tool call of t starts when it starts before
@@ -132,6 +133,13 @@ var thinkCases = []struct {
 	// backticks or quotes, it closes nothing.
 	{"tag named in backticks", "End it with `</think>` and go on.", false, "End it with `</think>` and go on.", ""},
 	{"tag named in quotes", "It writes \"</think>\" then answers.</think>", false, "It writes \"</think>\" then answers.</think>", ""},
+	// Code that strips the reasoning of DeepSeek-R1's answers, as models
+	// write it for the user (split("\n</think>\n\n") is a common form:
+	// e.g. LiveCodeBench's and TIGER-Lab's evaluation scripts): inside a
+	// code block or span, the tag is text.
+	{"tag in a code block", "Keep the answer:\n```python\nanswer = out.split(\"\\n</think>\\n\\n\", 1)[-1]\n```\nDone.", false, "Keep the answer:\n```python\nanswer = out.split(\"\\n</think>\\n\\n\", 1)[-1]\n```\nDone.", ""},
+	{"tag in a code span", "Use `re.sub(r\".*?</think>\", \"\", s)` on it.", false, "Use `re.sub(r\".*?</think>\", \"\", s)` on it.", ""},
+	{"close after a code block", "I try:\n```\nx = 1\n```\nfine.\n</think>\n\n1", false, "1", "I try:\n```\nx = 1\n```\nfine.\n"},
 
 	{"inside", "Okay.\n</think>\n\nThe answer is 4.", true, "The answer is 4.", "Okay.\n"},
 	{"inside, own open tag", "<think>\nhmm</think>ok", true, "ok", "hmm"},

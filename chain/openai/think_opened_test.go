@@ -70,6 +70,14 @@ func TestThinkOpenedByTemplate(t *testing.T) {
 			{true, fakeopenai.Reply{Content: []string{"Okay, the user", " asks"}, FinishReason: "length"}, "", "Okay, the user asks", "whole"},
 			split[0],
 		}},
+		{"code naming the tag", []thinkStep{
+			// A model that does not think, writing code that strips R1's
+			// reasoning (split("\n</think>\n\n") as evaluation scripts
+			// do): its next answer is not taken for reasoning.
+			{false, fakeopenai.Reply{Content: []string{"Keep the answer:\n```python\n", "answer = out.split(\"\\n", "</think>", "\\n\\n\")[-1]\n```"}},
+				"Keep the answer:\n```python\nanswer = out.split(\"\\n</think>\\n\\n\")[-1]\n```", "", "the tag in code is text"},
+			{false, fakeopenai.Reply{Content: []string{"Hel", "lo"}}, "Hello", "", "never started inside"},
+		}},
 		{"plain node", []thinkStep{
 			{false, fakeopenai.Reply{Content: []string{"Use <b>", " and </b> tags."}}, "Use <b> and </b> tags.", "", ""},
 			{false, fakeopenai.Reply{Content: []string{"<think>", "plan", "</think>", "ok"}}, "ok", "plan", ""},
@@ -95,7 +103,7 @@ func TestThinkOpenedByTemplate(t *testing.T) {
 					t.Errorf("call %d (%s): content %q, reasoning %q; want %q, %q", i, st.reason, got.content, got.reasoning, st.wantC, st.wantR)
 				}
 				for _, c := range got.chunks {
-					if strings.Contains(c.Content, "</think>") || strings.Contains(c.Reasoning, "</think>") {
+					if strings.Contains(c.Content, "</think>") && !strings.Contains(st.wantC, "</think>") || strings.Contains(c.Reasoning, "</think>") {
 						t.Errorf("call %d: chunk %+v has the tag", i, c)
 					}
 				}
