@@ -21,7 +21,8 @@ const MaxBodyBytes = 32 << 20
 // inflates to gigabytes is cut at the cap too. Chat answers stream and are
 // bounded where they are read: each line or event, and the call's output
 // (see Node.chat). It fails the body of an answer no backend can read (see
-// unreadable), and sends the traceparent of a traced call.
+// unreadable) or of an HTML page (markupBody), and sends the traceparent
+// of a traced call.
 type boundedTransport struct{ base http.RoundTripper }
 
 func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -40,6 +41,9 @@ func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err := unreadable(r, resp); err != nil {
 		resp.Body = unreadableBody{ReadCloser: resp.Body, err: err}
 		return resp, nil
+	}
+	if err := htmlLabelled(resp); err != nil {
+		resp.Body = &markupBody{ReadCloser: resp.Body, err: err}
 	}
 	if isChatPath(r.URL.Path) {
 		return resp, nil
@@ -62,12 +66,20 @@ func unreadable(r *http.Request, resp *http.Response) error {
 		// neither events nor JSON.
 		return fmt.Errorf("answer in Content-Encoding %q, which the proxy did not ask for (it reads gzip or none)", enc)
 	}
-	if ct := first(resp.Header["Content-Type"]); resp.StatusCode < http.StatusMultipleChoices && isHTML(ct) {
-		// No node API answers with HTML: this is a page in the node's
-		// place (a proxy's sign-in, block or captive-portal page, or a
-		// web app at base_url), which would read as a stream without
-		// events or a model list without models. An error status keeps
-		// its page: the backends read it as the status's message.
+	return nil
+}
+
+// htmlLabelled says what a 2xx answer labelled HTML is when its body turns
+// out to be a page (see markupBody), or nil for an answer of another label
+// or status.
+func htmlLabelled(resp *http.Response) error {
+	if ct := first(resp.Header["Content-Type"]); resp.Body != http.NoBody && resp.StatusCode < http.StatusMultipleChoices && isHTML(ct) {
+		// No node API answers with an HTML page: this is one in the
+		// node's place (a proxy's sign-in, block or captive-portal page,
+		// or a web app at base_url), which would read as a stream
+		// without events or a model list without models. An error
+		// status keeps its page: the backends read it as the status's
+		// message.
 		return fmt.Errorf("an HTML page (Content-Type %q) instead of the API's answer: is something in front of the node (a proxy or sign-in page), or is base_url another server?", ct)
 	}
 	return nil
@@ -96,6 +108,38 @@ type unreadableBody struct {
 }
 
 func (b unreadableBody) Read([]byte) (int, error) { return 0, b.err }
+
+// markupBody is a 2xx body labelled HTML. A page in the node's place opens
+// with markup, and every read fails with err from its first '<'. A server
+// whose framework labels everything HTML by default sends its JSON or its
+// events so (Jan's Nitro, on drogon: janhq/cortex.cpp#465), and the
+// backends read those whatever their label: such a body is read as it
+// comes.
+type markupBody struct {
+	io.ReadCloser
+	err error
+	// seen: the body's first byte that is not space was read, and it
+	// opened no markup.
+	seen, failed bool
+}
+
+func (b *markupBody) Read(p []byte) (int, error) {
+	if b.failed {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	for i := 0; i < n && !b.seen; i++ {
+		switch p[i] {
+		case ' ', '\t', '\n', '\r':
+		case '<':
+			b.failed = true
+			return 0, b.err
+		default:
+			b.seen = true
+		}
+	}
+	return n, err
+}
 
 // isChatPath reports whether path is a chat call of either API.
 func isChatPath(path string) bool {

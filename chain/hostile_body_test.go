@@ -91,26 +91,34 @@ const loginPage = `<!DOCTYPE html><html><head><title>Sign in</title></head><body
 // in "stream ended before a finish_reason", a decoding error, or a model
 // list taken for an empty one. An error status keeps its page, which the
 // backends read as the status's message (UpstreamError hides the markup).
+// A body labelled HTML that is not a page (JSON from a server whose
+// framework labels every answer HTML: Jan's Nitro on drogon,
+// janhq/cortex.cpp#465) is read as it came.
 func TestNodeClientHTMLPage(t *testing.T) {
+	const models = `{"object":"list","data":[{"id":"m","object":"model"}]}`
 	tests := []struct {
 		name        string
 		path        string
 		status      int
 		contentType string
+		body        string
 		wantErr     string
 	}{
-		{"chat call", "/v1/chat/completions", http.StatusOK, "text/html; charset=utf-8", `an HTML page (Content-Type "text/html; charset=utf-8")`},
-		{"Ollama's chat", "/api/chat", http.StatusOK, "text/html", `an HTML page (Content-Type "text/html")`},
-		{"model list", "/v1/models", http.StatusOK, "TEXT/HTML", `an HTML page (Content-Type "TEXT/HTML")`},
-		{"error status", "/v1/chat/completions", http.StatusBadGateway, "text/html", ""},
-		{"JSON", "/v1/models", http.StatusOK, "application/json", ""},
+		{"chat call", "/v1/chat/completions", http.StatusOK, "text/html; charset=utf-8", loginPage, `an HTML page (Content-Type "text/html; charset=utf-8")`},
+		{"Ollama's chat", "/api/chat", http.StatusOK, "text/html", loginPage, `an HTML page (Content-Type "text/html")`},
+		{"model list", "/v1/models", http.StatusOK, "TEXT/HTML", loginPage, `an HTML page (Content-Type "TEXT/HTML")`},
+		{"page after blank lines", "/v1/models", http.StatusOK, "text/html", "\r\n\r\n" + loginPage, `an HTML page`},
+		{"error status", "/v1/chat/completions", http.StatusBadGateway, "text/html", loginPage, ""},
+		{"JSON", "/v1/models", http.StatusOK, "application/json", loginPage, ""},
+		{"JSON labelled HTML", "/v1/models", http.StatusOK, "text/html; charset=utf-8", models, ""},
+		{"JSON labelled HTML on a chat call", "/v1/chat/completions", http.StatusOK, "text/html; charset=utf-8", "\n" + models, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", tt.contentType)
 				w.WriteHeader(tt.status)
-				w.Write([]byte(loginPage))
+				w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
 			resp, err := NewHTTPClient(config.Node{Name: "A"}).Get(srv.URL + tt.path)
@@ -120,7 +128,7 @@ func TestNodeClientHTMLPage(t *testing.T) {
 			defer resp.Body.Close()
 			got, err := io.ReadAll(resp.Body)
 			switch {
-			case tt.wantErr == "" && (err != nil || string(got) != loginPage):
+			case tt.wantErr == "" && (err != nil || string(got) != tt.body):
 				t.Errorf("body = %q, %v; want the page as it came", got, err)
 			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
 				t.Errorf("reading the body: error = %v, want one that says %q", err, tt.wantErr)

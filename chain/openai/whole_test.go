@@ -116,6 +116,10 @@ func TestChatWholeTooLarge(t *testing.T) {
 //     asked (mistralai/mistral-vibe#84); a Go handler that writes it
 //     without a Content-Type has it labelled text/plain by net/http's
 //     sniffing, a Python one may send none.
+//   - Jan's Nitro server (cortex.cpp, on drogon) labelled its answers
+//     text/html, drogon's default (janhq/cortex.cpp#465): JSON is read
+//     whatever its label, and only a body that opens with markup is a
+//     page in the node's place (TestHTMLPageInTheNodesPlace).
 //   - an event stream may open with a comment line, as OpenRouter's do
 //     while the model starts (": OPENROUTER PROCESSING",
 //     https://openrouter.ai/docs/api-reference/streaming).
@@ -145,6 +149,10 @@ func TestChatAnswerOfAnotherShape(t *testing.T) {
 		{"whole asked, whole answer as application/json", true, []string{"application/json"}, whole},
 		{"whole asked, whole answer unlabelled", true, none, whole},
 		{"whole asked, whole answer as text/event-stream", true, []string{"text/event-stream"}, whole},
+		// Jan's Nitro (cortex.cpp on drogon, whose default type is HTML)
+		// labelled its chat.completion text/html (janhq/cortex.cpp#465).
+		{"whole asked, whole answer as text/html", true, []string{"text/html; charset=utf-8"}, whole},
+		{"stream asked, whole answer as text/html", false, []string{"text/html; charset=utf-8"}, whole},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
