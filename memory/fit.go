@@ -175,13 +175,6 @@ type Summary struct {
 	Text string `json:"text"`
 	From int    `json:"from"`
 	To   int    `json:"to"`
-	// Seen is how many turns the history had when it was made (or, in
-	// the copy stored under a later history, last used). A later
-	// request of the conversation with no more turns takes it as it is,
-	// dropping what it does not cover, rather than calling the summarizer
-	// again: one summarizer call per new stretch of the conversation, not
-	// per request, whatever the estimates made of the window meanwhile.
-	Seen int `json:"seen,omitempty"`
 }
 
 // Fit returns in's prompt fitted to in.Window, or a *TooLongError when even
@@ -374,8 +367,28 @@ func (f *fitting) shortenSteps(limit int) {
 // time, oldest first, until the prompt fits; each message that had one
 // says so in a line, so that the model knows the user showed something.
 // Files are kept: the model cannot be told what one held.
+//
+// They go in stretches of half the images the window holds, the fit
+// checked only between two: a server's prompt cache (Ollama's runner,
+// llama-server's cache_prompt) evaluates again everything after the first
+// message that differs from the previous prompt, every later image through
+// the vision encoder. Leaving out the fewest each time put the line on a
+// new turn at every request of a conversation with a picture a turn; in
+// stretches, the same images go over the next requests, until the new
+// turns outgrow the room the stretch freed. The stretches are counted from
+// the conversation's first image and from the window in tokens, not the
+// calibrated ratio that moves a little at every call, so that successive
+// requests draw the same lines.
 func (f *fitting) dropImages() {
-	for k := 0; k < len(f.turns) && !f.fits(); k++ {
+	stretch := max(1, (f.in.Window-f.in.Reserve)/ImageTokens/2)
+	dropped, next := 0, 0
+	for k := 0; k < len(f.turns); k++ {
+		if dropped >= next {
+			if f.fits() {
+				return
+			}
+			next = dropped + stretch
+		}
 		n := 0
 		for j := range f.turns[k] {
 			n += countImages(f.turns[k][j].Parts)
@@ -383,6 +396,7 @@ func (f *fitting) dropImages() {
 		if n == 0 {
 			continue
 		}
+		dropped += n
 		if f.hashes == nil {
 			// The summary cache is keyed by the turns as the client
 			// sent them.
@@ -510,8 +524,8 @@ func (f *fitting) foldHistory(ctx context.Context, folder Folder) {
 		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
 		if k != n {
 			// Under this history too: the next request, a turn longer,
-			// finds it at its second read, however many turns are raw.
-			prev.Seen = n
+			// finds it at its second read, however many turns are raw,
+			// and a later stage of this one takes it as it is.
 			folder.Store(ctx, SummaryKey(f.hashes[n]), prev)
 		}
 		f.buildMemory(ctx, nil, f.raw)

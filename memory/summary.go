@@ -76,7 +76,7 @@ func (f *fitting) cached(ctx context.Context, folder Folder, m int) (Summary, in
 		if !ok || s.Text == "" || s.To <= 0 || s.To > m {
 			return Summary{}, false
 		}
-		s.From, s.Seen = 1, max(s.Seen, s.To)
+		s.From = 1
 		return s, true
 	}
 	n := len(f.turns)
@@ -102,9 +102,16 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 		}
 		return Summary{}, false
 	}
-	prev, _ := f.cached(ctx, folder, m)
+	prev, k := f.cached(ctx, folder, m)
 	hashes := f.hashes
-	if prev.To == m || prev.To > 0 && prev.Seen >= len(f.turns) {
+	// Found under this very history (a later stage of the same request on
+	// a smaller window, the same conversation resent): it is taken as it
+	// is, the turns after it left out, rather than calling the summarizer
+	// again for the same turns. Found under a shorter prefix only, it says
+	// nothing of the turns after it: an edited or regenerated turn (a new
+	// branch of the conversation) has turns of its own there, folded by a
+	// call, not dropped.
+	if prev.To == m || prev.To > 0 && k == len(f.turns) {
 		f.actions = append(f.actions, Action{Action: ActReused, FromTurn: 1, ToTurn: prev.To, SummaryID: prev.ID})
 		f.sum = prev
 		return prev, true
@@ -122,7 +129,7 @@ func (f *fitting) summary(ctx context.Context, folder Folder, m int) (Summary, b
 				a.Detail = "consolidated with " + prev.ID + " (turns 1–" + strconv.Itoa(prev.To) + ")"
 			}
 			f.actions = append(f.actions, a)
-			f.sum = Summary{ID: a.SummaryID, Text: text, From: 1, To: to, Seen: len(f.turns)}
+			f.sum = Summary{ID: a.SummaryID, Text: text, From: 1, To: to}
 			folder.Store(ctx, SummaryKey(hashes[to]), f.sum)
 			if n := len(f.turns); n != to {
 				folder.Store(ctx, SummaryKey(hashes[n]), f.sum)
