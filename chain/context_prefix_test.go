@@ -3,19 +3,14 @@ package chain_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/ollama/ollama/api"
 
-	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
-	"chainproxy/store"
 )
 
 // Ollama's runner keeps the previous prompt's KV cache and evaluates only
@@ -42,23 +37,7 @@ func TestContextPrefixStableAcrossRequests(t *testing.T) {
 		}
 		return fakeollama.Reply{Content: []string{"It does what its name says."}, PromptEvalCount: tokens, EvalCount: 8}
 	})
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-nodes:
-  - {name: A, provider: ollama, base_url: %q, model: qwen3, timeout: 10s, context_window: 4096}
-chain:
-  stages: [{node: A, max_turns: 1}]
-  simple_node: A
-`, srv.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tools.Root = ""
-	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"A": ollama.New(cfg.Nodes[0], http.DefaultClient)},
-		Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := ollamaEngine(t, srv.URL)
 	const requests = 40
 	var msgs []chain.Message
 	var prev string

@@ -24,23 +24,7 @@ import (
 // Measured, the history is folded to make room for it.
 func TestContextCountsOllamaThinking(t *testing.T) {
 	srv := fakeollama.New(t, fakeollama.Reply{Content: []string{"main.go starts the server."}})
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
-nodes:
-  - {name: A, provider: ollama, base_url: %q, model: qwen3, timeout: 10s, context_window: 4096}
-chain:
-  stages: [{node: A, max_turns: 1}]
-  simple_node: A
-`, srv.URL)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tools.Root = ""
-	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"A": ollama.New(cfg.Nodes[0], http.DefaultClient)},
-		Guard: antiloop.NewGuard(mem, 0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := ollamaEngine(t, srv.URL)
 	thought := strings.Repeat("The user wants main.go; I should read it before answering. ", 100) // ~6 KB
 	var msgs []chain.Message
 	for i := 1; i <= 6; i++ {
@@ -75,4 +59,28 @@ chain:
 	if !strings.Contains(sent[len(sent)-2].Thinking, "read it before answering") {
 		t.Error("the current exchange's thinking was not sent as the client wrote it")
 	}
+}
+
+// ollamaEngine is one Ollama node A (qwen3, a 4,096-token window) that
+// answers every request, with the summary cache in memory.
+func ollamaEngine(t *testing.T, url string) *chain.Engine {
+	t.Helper()
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+nodes:
+  - {name: A, provider: ollama, base_url: %q, model: qwen3, timeout: 10s, context_window: 4096}
+chain:
+  stages: [{node: A, max_turns: 1}]
+  simple_node: A
+`, url)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = ""
+	mem := store.NewMemory(1000, 10)
+	e, err := chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"A": ollama.New(cfg.Nodes[0], http.DefaultClient)},
+		Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

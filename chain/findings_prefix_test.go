@@ -32,9 +32,9 @@ import (
 // conversation again each time. Moving them to a second system message
 // would not help: Ollama's template.go collate joins every system message
 // into .System, rendered first, and qwen's template (ollama.com/library
-// qwen2.5, qwen3) skips the system messages of .Messages. They go in the current question, so
-// that the instructions and the history are the head of the next
-// request's prompt. And they hold tool results (a fetched page, an MCP
+// qwen2.5, qwen3) skips the system messages of .Messages. They go in the
+// current question, so that the instructions and the history are the
+// head of the next request's prompt. And they hold tool results (a fetched page, an MCP
 // answer, a file): text from outside, which is not to be raised to the
 // system role, where a model gives it the most weight.
 func TestFindingsKeepPromptPrefix(t *testing.T) {
