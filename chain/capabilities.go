@@ -46,6 +46,25 @@ type WindowReader interface {
 	LoadedWindow(ctx context.Context) (int, error)
 }
 
+// Thinker is the optional capability of a backend that learns from its
+// answers whether its model thinks (reasoning apart or in think tags): an
+// OpenAI-compatible server's model list rarely says so, and a summary asked
+// of a thinking model must ask it not to (Request.NoThink), or its answer
+// cap goes on reasoning.
+type Thinker interface {
+	Thinks() bool
+}
+
+// thinks reports whether n's model is known to think, from its server's
+// capabilities or from its answers.
+func thinks(n *Node, caps []string) bool {
+	if slices.Contains(caps, CapThinking) {
+		return true
+	}
+	t, ok := n.Backend.(Thinker)
+	return ok && t.Thinks()
+}
+
 // Describer is the optional capability of a backend that can look its model
 // up on its server. Describe fails with an error wrapping ErrModelNotFound
 // when the server lacks the model.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -423,7 +422,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 	// Asked of the summarizer's server once if nothing tells yet.
 	caps, _ := r.e.learnCaps(ctx, n)
 	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow,
-		NoThink: slices.Contains(caps, CapThinking)})
+		NoThink: thinks(n, caps)})
 	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
 	err := n.chat(cctx, req, func(c Chunk) error {
 		text.WriteString(c.Content)

@@ -55,6 +55,7 @@ var (
 	_ Prober       = (*Hosts)(nil)
 	_ Describer    = (*Hosts)(nil)
 	_ WindowReader = (*Hosts)(nil)
+	_ Thinker      = (*Hosts)(nil)
 )
 
 // NewHosts returns the backend of node over backends, one per host of
@@ -333,6 +334,17 @@ func (h *Hosts) LoadedWindow(ctx context.Context) (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// Thinks reports whether a host's backend saw the model think: the hosts
+// serve one model.
+func (h *Hosts) Thinks() bool {
+	for _, x := range h.hosts {
+		if t, ok := x.b.(Thinker); ok && t.Thinks() {
+			return true
+		}
+	}
+	return false
 }
 
 // HostState is what /readyz and the metrics show of one host of a node.

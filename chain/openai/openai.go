@@ -65,6 +65,13 @@ type Backend struct {
 	// It is cleared by an answer that opened its own block, or that
 	// stopped without closing the one it was thought to be in.
 	thinkOpened atomic.Bool
+	// thinks is set once an answer carried reasoning (Thinks).
+	thinks atomic.Bool
+	// noTemplateKwargs is set once the upstream refused
+	// chat_template_kwargs, as OpenAI refuses any field it does not know:
+	// later calls asked not to think go without it rather than fail once
+	// each.
+	noTemplateKwargs atomic.Bool
 }
 
 // New returns the backend of node, with its base URL and API key. With a nil
@@ -182,14 +189,36 @@ func (b *Backend) open(ctx context.Context, req *chain.Request) (*http.Response,
 	if creq.Stream && !b.noStreamOptions.Load() {
 		creq.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
+	if req.NoThink && !b.noTemplateKwargs.Load() {
+		// A thinking model spends a summary's answer cap on reasoning
+		// unless its chat template is told not to think: no field of
+		// OpenAI's API says it (templateKwargs).
+		creq.ChatTemplateKwargs = &templateKwargs{}
+	}
 	resp, err := b.post(ctx, creq)
-	if err != nil && creq.StreamOptions != nil && rejectsStreamOptions(err) {
-		b.noStreamOptions.Store(true)
-		creq.StreamOptions = nil
+	// Each refused field is dropped once: at most one retry per field.
+	for err != nil {
+		switch {
+		case creq.StreamOptions != nil && refusesField(err, "stream_options"):
+			b.noStreamOptions.Store(true)
+			creq.StreamOptions = nil
+		case creq.ChatTemplateKwargs != nil && refusesField(err, "chat_template_kwargs"):
+			b.noTemplateKwargs.Store(true)
+			creq.ChatTemplateKwargs = nil
+		default:
+			return nil, creq.Stream, err
+		}
 		resp, err = b.post(ctx, creq)
 	}
-	return resp, creq.Stream, err
+	return resp, creq.Stream, nil
 }
+
+// Thinks reports whether the node's model was seen to think: an answer
+// carried reasoning (reasoning_content, reasoning, or a think block in its
+// content). An OpenAI-compatible server's /models rarely lists a
+// "thinking" capability, so this is how a caller learns that the model's
+// summaries must be asked with chain.Request.NoThink.
+func (b *Backend) Thinks() bool { return b.thinks.Load() }
 
 // post sends a chat completion request. A status of 400 or more comes back
 // as a *chain.UpstreamError with the upstream's message, the body closed.
@@ -304,7 +333,11 @@ func (b *Backend) learnThink(st *Stream) {
 	if !st.thinkKnown {
 		return
 	}
-	b.thinkOpened.Store(st.thinkOpened)
+	// Read first: an atomic write on every answer of a busy node would
+	// bounce the line between cores for nothing.
+	if b.thinkOpened.Load() != st.thinkOpened {
+		b.thinkOpened.Store(st.thinkOpened)
+	}
 }
 
 // readStream reads the server-sent events of a streamed answer to req.
@@ -361,7 +394,18 @@ func (b *Backend) readStream(ctx context.Context, body io.Reader, req *chain.Req
 		return &chain.UpstreamError{Node: b.node.Name, Kind: chain.KindProtocol, Message: "stream ended before a finish_reason"}
 	}
 	b.learnThink(&st)
+	b.learnThinks(&st)
 	return fn(last)
+}
+
+// learnThinks keeps that the node's model thinks once an answer showed
+// reasoning, or a </think> closing a block its template opened (even one
+// whose reasoning went out as content before the tag told); never
+// cleared: asking a model that no longer thinks not to costs nothing.
+func (b *Backend) learnThinks(st *Stream) {
+	if (st.reasoned || st.thinkKnown && st.thinkOpened) && !b.thinks.Load() {
+		b.thinks.Store(true)
+	}
 }
 
 // Probe checks that the node answers GET {base}/models, without running a model.
@@ -383,14 +427,15 @@ func (b *Backend) wrongPath(err error, path string) error {
 	})
 }
 
-// rejectsStreamOptions reports whether err is an upstream refusing the
-// stream_options field (400, or 422 from pydantic-based servers, whose
-// message lists the field).
-func rejectsStreamOptions(err error) bool {
+// refusesField reports whether err is an upstream refusing the request
+// field named field: a 400 that names it (OpenAI's "Unrecognized request
+// argument supplied: …"), or a 422 from pydantic-based servers, whose
+// message lists the field.
+func refusesField(err error, field string) bool {
 	var ue *chain.UpstreamError
 	return errors.As(err, &ue) && ue.Kind == chain.KindStatus &&
 		(ue.Status == http.StatusBadRequest || ue.Status == http.StatusUnprocessableEntity) &&
-		strings.Contains(ue.Message, "stream_options")
+		strings.Contains(ue.Message, field)
 }
 
 // maxErrorBody caps what of a non-JSON error body goes into a message.
@@ -453,6 +498,8 @@ type Stream struct {
 	// node's chat template: whether it opens the think block. Set by
 	// Finish.
 	thinkOpened, thinkKnown bool
+	// reasoned: the answer carried reasoning (Backend.Thinks).
+	reasoned bool
 }
 
 type pendingCall struct {
@@ -491,6 +538,7 @@ func (s *Stream) text(m *answerMessage) chain.Chunk {
 	if r := cmp.Or(m.ReasoningContent, m.Reasoning); r != "" {
 		c.Reasoning = r + c.Reasoning
 	}
+	s.reasoned = s.reasoned || c.Reasoning != ""
 	return c
 }
 
@@ -691,6 +739,7 @@ func (s *Stream) Finish() (chain.Chunk, bool) {
 	}
 	var c chain.Chunk
 	c.Content, c.Reasoning = s.think.Flush()
+	s.reasoned = s.reasoned || c.Reasoning != ""
 	// Stable: calls that share an index (call) keep the order they came in.
 	slices.SortStableFunc(s.calls, func(a, b *pendingCall) int { return a.index - b.index })
 	for _, pc := range s.calls {
@@ -795,6 +844,7 @@ func (b *Backend) readWhole(ctx context.Context, body io.Reader, size int64, req
 	}
 	last, _ := st.Finish()
 	b.learnThink(&st)
+	b.learnThinks(&st)
 	return fn(last)
 }
 

@@ -32,6 +32,9 @@ type chatRequest struct {
 	Stream              bool            `json:"stream,omitempty"`
 	StreamOptions       *streamOptions  `json:"stream_options,omitempty"`
 	ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
+	// ChatTemplateKwargs, set for a call asked not to think
+	// (chain.Request.NoThink), goes to the model's chat template.
+	ChatTemplateKwargs *templateKwargs `json:"chat_template_kwargs,omitempty"`
 
 	// tools are the tools' declarations (chain.ToolDeclaration), written
 	// into the encoded request by encode: through the encoder, each
@@ -120,6 +123,13 @@ func (r *chatRequest) encode() ([]byte, error) {
 		// Made by json.Marshal (responseFormat): compact already.
 		b = append(b, `,"response_format":`...)
 		b = append(b, r.ResponseFormat...)
+	}
+	if k := r.ChatTemplateKwargs; k != nil {
+		b = append(b, `,"chat_template_kwargs":{"enable_thinking":`...)
+		b = strconv.AppendBool(b, k.EnableThinking)
+		b = append(b, `,"thinking":`...)
+		b = strconv.AppendBool(b, k.Thinking)
+		b = append(b, '}')
 	}
 	if len(r.tools) > 0 {
 		b = append(b, `,"tools":[`...)
@@ -262,6 +272,19 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
+}
+
+// templateKwargs are the variables vLLM, SGLang and llama-server pass to
+// the model's chat template (chat_template_kwargs; llama.cpp
+// tools/server/README.md). Thinking models' templates read one of two
+// names: enable_thinking (Qwen3, GLM-4.5; on unless false) or thinking
+// (DeepSeek-V3.1, Granite 3.2: off by default, on where the server's
+// --default-chat-template-kwargs turned it on), as vLLM's "Reasoning
+// Outputs" page says. A template reads only the names it knows, so both
+// are sent.
+type templateKwargs struct {
+	EnableThinking bool `json:"enable_thinking"`
+	Thinking       bool `json:"thinking"`
 }
 
 // message is an input message. Content is a *string, or a []contentPart
