@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -190,11 +191,17 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 		case s.clientRes[sig].Runs >= r.e.cfg.Antiloop.MaxPolls:
 			s.fmtErrs = 0
 			u.Status, u.Result = ToolBlocked, pollsNote(s.clientRes[sig].Runs)
+		case r.req.ClientCallID != "" && len(s.awaiting) > 0:
+			// The client can run one call a turn (RunRequest.ClientCallID):
+			// the model is told to ask again, rather than left waiting for a
+			// result that cannot come.
+			s.fmtErrs = 0
+			u.Status, u.Result = ToolBlocked, "not passed to the client: it takes one call a turn; call "+c.Name+" again after this turn's result"
 		default:
 			s.fmtErrs = 0
 			firstOf[sig] = true
 			u.Status, u.Result = ToolClient, "passed to the client to run; its result comes with the next request"
-			c.ID = newCallID()
+			c.ID = cmp.Or(r.req.ClientCallID, newCallID())
 			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed), Sig: sig})
 		}
 		switch u.Status {
@@ -308,9 +315,10 @@ func clientError(res string) bool {
 	return len(t) >= 5 && strings.EqualFold(t[:5], "error")
 }
 
-// newCallID issues the ID of a client call. The proxy issues its own rather
-// than passing the upstream's: Ollama's and the text-call IDs repeat across
-// requests, and the ID is what finds the chain to resume.
+// newCallID issues the ID of a client call, unless the caller names it
+// (RunRequest.ClientCallID). The proxy issues its own rather than passing
+// the upstream's: Ollama's and the text-call IDs repeat across requests,
+// and the ID is what finds the chain to resume.
 func newCallID() string {
 	var b [12]byte
 	rand.Read(b[:])

@@ -248,8 +248,17 @@ type RunRequest struct {
 	Messages []Message
 	// ClientTools are tools the client executes itself.
 	ClientTools []Tool
-	ToolChoice  ToolChoice
-	Params      Params
+	// ClientCallID, when set, is the ID of the client call the chain passes
+	// back, for a client that answers one call a turn and sends its result
+	// without an ID (the deprecated functions of Chat Completions): its
+	// caller gives the result this ID, which finds the chain to resume.
+	// Such a client gets one call a turn; the turn's other client calls are
+	// refused with a note for the model. The ID must not repeat in another
+	// conversation under the same Conversation key, as the chain's state is
+	// found by the two. Empty: the chain issues random IDs.
+	ClientCallID string
+	ToolChoice   ToolChoice
+	Params       Params
 	// Batch marks a batch-priority request (queued behind interactive ones).
 	Batch bool
 	// KeepAlive is the client's keep_alive, honoured in simple mode and

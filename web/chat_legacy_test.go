@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ollama/ollama/api"
 	goopenai "github.com/sashabaranov/go-openai"
 
+	"chainproxy/chain"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/oaischema"
@@ -376,44 +378,139 @@ func TestChatExtrasScan(t *testing.T) {
 	}
 }
 
-// TestChatLegacyFunctionsReflexive: in the chain, the first stage's call of
-// a legacy client's function goes back as function_call, and the client's
-// "function" result, which carries no call ID to resume by, restarts the
-// chain with it as evidence: the answer comes from the last stage.
+// TestChatLegacyFunctionsReflexive: in the chain, a stage's call of a
+// legacy client's function goes back as function_call, and the client's
+// "function" result (go-openai's FunctionCall and a ChatMessageRoleFunction
+// message, which carry no call ID) resumes the chain in the stage that
+// waited, round trip after round trip: OL1 goes on from each result, it
+// does not start over. Before, web named the call from its place and the
+// chain its own random ID: the two never met, and the chain ran OL1 again
+// with the results as evidence.
 func TestChatLegacyFunctionsReflexive(t *testing.T) {
+	// OL1 asks for Paris, then Lyon, then writes its notes.
+	cities := []string{"Paris", "Lyon"}
+	script := func(req *api.ChatRequest) fakeollama.Reply {
+		if n := toolResults(req); n < len(cities) {
+			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": cities[n]}}}}
+		}
+		return fakeollama.Reply{Content: []string{"notes: the client says it is sunny"}}
+	}
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "non-stream", true: "stream"}[stream], func(t *testing.T) {
+			u := newAgentUpstreams(t, script)
+			srv := agentProxy(t, u, "", store.NewMemory(0, 10))
+			client, tap := tappedClient(srv.URL)
+			req := goopenai.ChatCompletionRequest{Model: "chain/reflexive", Functions: []goopenai.FunctionDefinition{weatherFunction},
+				Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "weather: what is the weather in Paris and Lyon?"}}}
+			for trip, city := range cities {
+				msg, finish := legacyRoundTrip(t, client, req, stream)
+				if finish != goopenai.FinishReasonFunctionCall || msg.FunctionCall == nil || msg.FunctionCall.Arguments != `{"city":"`+city+`"}` || len(msg.ToolCalls) != 0 {
+					t.Fatalf("answer %d = %+v (finish %q), want a function_call of get_weather for %s", trip, msg, finish, city)
+				}
+				tr := tap.trace(t, stream)
+				if st := tr.Stages[0]; st.Node != "OL1" || st.Status != chain.StageAwaitingClient || len(st.Calls) != trip+1 {
+					t.Fatalf("trace %d: OL1 %s after %d calls, want it awaiting the client after %d", trip, st.Status, len(st.Calls), trip+1)
+				}
+				if r := strings.Join(tr.Reasons, "|"); trip > 0 && !strings.Contains(r, "resumed in stage OL1") {
+					t.Errorf("reasons %q: the chain started over instead of resuming", tr.Reasons)
+				}
+				req.Messages = append(req.Messages, msg, goopenai.ChatCompletionMessage{Role: goopenai.ChatMessageRoleFunction, Name: "get_weather", Content: "sunny in " + city})
+			}
+			msg, finish := legacyRoundTrip(t, client, req, stream)
+			if finish != goopenai.FinishReasonStop || msg.Content != "It is sunny in Paris." {
+				t.Errorf("last answer = %+v (finish %q), want M2's answer", msg, finish)
+			}
+			tr := tap.trace(t, stream)
+			if r := strings.Join(tr.Reasons, "|"); !strings.Contains(r, "resumed in stage OL1") {
+				t.Errorf("reasons %q: the chain started over instead of resuming", tr.Reasons)
+			}
+			ol1 := tr.Stages[0]
+			var got []string
+			for _, u := range ol1.ToolsUsed {
+				got = append(got, u.Status+":"+u.Result)
+			}
+			if strings.Join(got, "|") != "ok:sunny in Paris|ok:sunny in Lyon" || len(ol1.Calls) != 3 || ol1.Status != "ok" {
+				t.Errorf("OL1 = %s, %q in %d calls; want the resumed stage: both results in its 3 calls", ol1.Status, got, len(ol1.Calls))
+			}
+			if n := len(u.ol1.Requests()); n != 3 {
+				t.Errorf("OL1 got %d requests, want 3: two calls, then the turn after the results", n)
+			}
+		})
+	}
+}
+
+// TestChatLegacyFunctionsOtherConversation: a legacy call's ID depends on
+// the conversation before it, so a chain paused in one conversation is not
+// resumed by another that shares its conversation key (the same user field)
+// and has a function result at the same place.
+func TestChatLegacyFunctionsOtherConversation(t *testing.T) {
 	u := newAgentUpstreams(t, weatherOnce)
 	srv := agentProxy(t, u, "", store.NewMemory(0, 10))
-	msgs := []any{map[string]any{"role": "user", "content": "weather: what is the weather in Paris?"}}
-	post := func() map[string]any {
-		body, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "messages": msgs, "functions": []any{weatherFunction}})
-		resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, _ := io.ReadAll(resp.Body)
-		var out struct {
-			Choices []struct {
-				Message      map[string]any `json:"message"`
-				FinishReason string         `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if resp.StatusCode != 200 || json.Unmarshal(raw, &out) != nil || len(out.Choices) != 1 {
-			t.Fatalf("status %d: %s", resp.StatusCode, raw)
-		}
-		oaischema.Validate(t, "CreateChatCompletionResponse", raw)
-		m := out.Choices[0].Message
-		m["finish_reason"] = out.Choices[0].FinishReason
-		return m
+	client, tap := tappedClient(srv.URL)
+	req := goopenai.ChatCompletionRequest{Model: "chain/reflexive", User: "alice", Functions: []goopenai.FunctionDefinition{weatherFunction},
+		Messages: []goopenai.ChatCompletionMessage{{Role: goopenai.ChatMessageRoleUser, Content: "weather: what is the weather in Paris?"}}}
+	if _, finish := legacyRoundTrip(t, client, req, false); finish != goopenai.FinishReasonFunctionCall {
+		t.Fatalf("first answer: finish %q, want the chain waiting for the client", finish)
 	}
-	first := post()
-	fc, _ := first["function_call"].(map[string]any)
-	if first["finish_reason"] != "function_call" || fc["name"] != "get_weather" || first["tool_calls"] != nil {
-		t.Fatalf("first answer = %v, want a function_call of get_weather", first)
+	req.Messages = []goopenai.ChatCompletionMessage{
+		{Role: goopenai.ChatMessageRoleUser, Content: "weather: and in Rome?"},
+		{Role: goopenai.ChatMessageRoleAssistant, FunctionCall: &goopenai.FunctionCall{Name: "get_weather", Arguments: `{"city":"Rome"}`}},
+		{Role: goopenai.ChatMessageRoleFunction, Name: "get_weather", Content: "rain"},
 	}
-	msgs = append(msgs, map[string]any{"role": "assistant", "content": nil, "function_call": fc},
-		map[string]any{"role": "function", "name": "get_weather", "content": "sunny, 24°C"})
-	if second := post(); second["finish_reason"] != "stop" || second["content"] != "It is sunny in Paris." {
-		t.Errorf("second answer = %v, want M2's answer", second)
+	legacyRoundTrip(t, client, req, false)
+	if r := strings.Join(tap.trace(t, false).Reasons, "|"); strings.Contains(r, "resumed") {
+		t.Errorf("reasons %q: another conversation's chain was resumed", r)
 	}
+}
+
+// traceTap keeps the body of the last answer a client read.
+type traceTap struct {
+	mu   sync.Mutex
+	body []byte
+}
+
+func (tt *traceTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	tt.mu.Lock()
+	tt.body = b
+	tt.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp, err
+}
+
+// trace is the chain trace of the last answer, whole or streamed.
+func (tt *traceTap) trace(t *testing.T, stream bool) chain.Trace {
+	t.Helper()
+	tt.mu.Lock()
+	body := tt.body
+	tt.mu.Unlock()
+	if stream {
+		for _, f := range sseFrames(t, body) {
+			if data, ok := strings.CutPrefix(f, "data: "); ok && strings.Contains(data, `"chain":`) {
+				body = []byte(data)
+			}
+		}
+	}
+	var out struct {
+		Chain *chain.Trace `json:"chain"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || out.Chain == nil {
+		t.Fatalf("no trace in %s: %v", body, err)
+	}
+	return *out.Chain
+}
+
+// tappedClient is a go-openai client of the proxy at url whose answers'
+// bodies the returned tap keeps, for their chain trace.
+func tappedClient(url string) (*goopenai.Client, *traceTap) {
+	tap := &traceTap{}
+	cc := goopenai.DefaultConfig("unused")
+	cc.BaseURL = url + "/v1"
+	cc.HTTPClient = &http.Client{Transport: tap}
+	return goopenai.NewClientWithConfig(cc), tap
 }

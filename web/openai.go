@@ -2,10 +2,12 @@ package web
 
 import (
 	"bytes"
-	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"hash/fnv"
 	"slices"
 	"strconv"
 	"time"
@@ -57,6 +59,9 @@ type chatRequest struct {
 	// legacy is set when the client offered its tools as the deprecated
 	// functions: it reads a call as message.function_call.
 	legacy bool
+	// callID, for a legacy client, is the ID its follow-up gives the call
+	// this request's answer may pass back (chain.RunRequest.ClientCallID).
+	callID string
 }
 
 type streamOptions struct {
@@ -156,11 +161,12 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 		}
 	}
 	var pending string // the ID given to the last legacy function_call
+	var ids legacyIDs
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.FunctionCall != nil || m.Role == "function" {
 			var err error
-			if pending, err = m.legacyCall(i, pending); err != nil {
+			if pending, err = m.legacyCall(req.Messages, i, pending, &ids); err != nil {
 				return nil, err
 			}
 		}
@@ -178,6 +184,10 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 			return nil, err
 		}
 		m.text, m.parts, m.lead = text, parts, lead
+	}
+	if req.legacy {
+		// The answer's call will sit at len(Messages) in the follow-up.
+		req.callID = ids.at(req.Messages, len(req.Messages))
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, invalid("n", "n must be 1 (got %d): the chain produces one answer", *req.N)
@@ -341,32 +351,73 @@ func unsupported(param, code, msg string) error {
 	return &badRequest{param: param, msg: msg, code: code}
 }
 
-// legacyCall reads message i of a client of the functions API as the tool
-// messages the chain knows: an assistant's function_call becomes a tool
-// call, and a "function" message, its result, a tool message answering it.
-// Neither carries an ID; the call is given one from its place, and the
-// result takes the one of the call before it (pending, which it returns
-// cleared; a call returns its own).
-func (m *wireMessage) legacyCall(i int, pending string) (string, error) {
+// legacyCall reads message i of msgs, from a client of the functions API,
+// as the tool messages the chain knows: an assistant's function_call
+// becomes a tool call, and a "function" message, its result, a tool message
+// answering it. Neither carries an ID; the call is given one from its place
+// (ids), and the result takes the one of the call before it (pending, which
+// it returns cleared; a call returns its own).
+func (m *wireMessage) legacyCall(msgs []wireMessage, i int, pending string, ids *legacyIDs) (string, error) {
 	if m.Role == "function" {
 		if m.Name == "" {
 			return "", invalid(fmt.Sprintf("messages[%d].name", i), "messages[%d] has role function but no name", i)
 		}
-		m.Role, m.ToolCallID = "tool", cmp.Or(pending, legacyCallID(i))
+		if pending == "" {
+			pending = ids.at(msgs, i)
+		}
+		m.Role, m.ToolCallID = "tool", pending
 		return "", nil
 	}
 	if m.Role != "assistant" {
 		return "", invalid(fmt.Sprintf("messages[%d].function_call", i), "messages[%d] has a function_call but role %s: only an assistant calls functions", i, m.Role)
 	}
-	tc := wireToolCall{ID: legacyCallID(i), Type: "function"}
+	tc := wireToolCall{ID: ids.at(msgs, i), Type: "function"}
 	tc.Function.Name, tc.Function.Arguments = m.FunctionCall.Name, m.FunctionCall.Arguments
 	m.ToolCalls = append(m.ToolCalls, tc)
 	return tc.ID, nil
 }
 
-// legacyCallID is the ID of the legacy function call in message i: unique
-// in the conversation and the same every time it is sent.
-func legacyCallID(i int) string { return "call_function_" + strconv.Itoa(i) }
+// legacyIDs names the legacy function calls of a conversation. The ID of
+// the call in message i is the same every time the conversation up to it
+// is sent: the chain passes a call back under the ID the client's
+// follow-up will give it (chain.RunRequest.ClientCallID), which finds the
+// chain to resume. It holds a hash of the messages before i, so that
+// another conversation under the same conversation key (the same user
+// field, or the same first question) with a call at the same place does
+// not resume this one's chain.
+type legacyIDs struct {
+	h    hash.Hash64 // FNV-1a of msgs[:next], as decodeChatRequest made them
+	next int
+}
+
+// at is the ID of the call in message i of msgs, whose messages before i
+// are decoded (legacy calls read, text set).
+func (l *legacyIDs) at(msgs []wireMessage, i int) string {
+	if l.h == nil {
+		l.h = fnv.New64a()
+	}
+	var b []byte
+	for ; l.next < i; l.next++ {
+		m := &msgs[l.next]
+		b = appendField(b[:0], m.Role)
+		b = appendField(b, m.text)
+		b = appendField(b, m.Name)
+		b = appendField(b, m.ToolCallID)
+		for _, tc := range m.ToolCalls {
+			b = appendField(b, tc.ID)
+			b = appendField(b, tc.Function.Name)
+			b = appendField(b, tc.Function.Arguments)
+		}
+		l.h.Write(append(b, '\n'))
+	}
+	return "call_function_" + strconv.Itoa(i) + "_" + strconv.FormatUint(l.h.Sum64(), 16)
+}
+
+// appendField appends s with its length first: fields so written never
+// read as other fields.
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
 
 func (r *chatRequest) maxTokens() *int {
 	if r.MaxCompletionTok != nil {
@@ -528,11 +579,12 @@ func (r *chatRequest) toRunRequest() *chain.RunRequest {
 		tools = append(tools, chain.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})
 	}
 	return &chain.RunRequest{
-		Model:       r.Model,
-		Messages:    msgs,
-		ClientTools: tools,
-		ToolChoice:  r.choice,
-		KeepAlive:   r.keepAlive,
+		Model:        r.Model,
+		Messages:     msgs,
+		ClientTools:  tools,
+		ClientCallID: r.callID,
+		ToolChoice:   r.choice,
+		KeepAlive:    r.keepAlive,
 		Params: chain.Params{
 			Temperature: r.Temperature,
 			TopP:        r.TopP,
