@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 this file drives the deprecated functions API on purpose: older clients still send it.
+
 package web
 
 import (
