@@ -173,7 +173,7 @@ func findings(done []*stage, budget int) string {
 					b.WriteString("\n```\n")
 				}
 			}
-			if a := s.answer(); a != "" {
+			if a := s.output(); a != "" {
 				fmt.Fprintf(&b, "Notes of %s:\n%s\n", s.node.Name, a)
 			}
 		}
