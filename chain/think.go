@@ -170,12 +170,19 @@ func (s *ThinkSplitter) Feed(piece string) (content, reasoning string) {
 				// in prose (`</think>`, "</think>") or written in code:
 				// the rest is content as written.
 				s.state = thinkDone
+			case i >= 0 && i+len(thinkClose) == len(text):
+				// The tag ends what came so far: the next byte tells a
+				// closing tag, which every template-opened model writes
+				// at a line's end ("…</think>\n\n"), from the tag named in
+				// a sentence.
+				s.held = text
+				return "", ""
+			case i >= 0 && text[i+len(thinkClose)] != '\n' && text[i+len(thinkClose)] != '\r':
+				// "the </think> tag": named in a sentence, content.
+				s.state = thinkDone
 			case i >= 0:
-				reasoning = text[:i]
-				if !s.sent {
-					reasoning = strings.TrimLeft(reasoning, thinkSpace)
-				}
-				s.state, rest, s.opener = thinkEatTrail, text[i+len(thinkClose):], openerPrompt
+				reasoning, rest = s.reasoningBefore(text, i), text[i+len(thinkClose):]
+				s.state, s.opener = thinkEatTrail, openerPrompt
 				continue
 			default:
 				n := max(partialSuffix(text, thinkClose), partialSuffix(text, thinkOpen), partialSuffix(text, callOpen))
@@ -238,10 +245,26 @@ func (s *ThinkSplitter) Flush() (content, reasoning string) {
 	case thinkInside:
 		reasoning = s.held
 	case thinkWatch:
-		content = s.held
+		if i := len(s.held) - len(thinkClose); i >= 0 && s.held[i:] == thinkClose {
+			// Held for the byte after it, and the answer ended there: a
+			// closing tag, nothing after the reasoning.
+			reasoning = s.reasoningBefore(s.held, i)
+		} else {
+			content = s.held
+		}
 	}
 	*s = ThinkSplitter{Inside: s.Inside}
 	return content, reasoning
+}
+
+// reasoningBefore is the reasoning a stray </think> at text[i] ends: what
+// of it was not returned as content, without the space that opened the
+// answer.
+func (s *ThinkSplitter) reasoningBefore(text string, i int) string {
+	if s.sent {
+		return text[:i]
+	}
+	return strings.TrimLeft(text[:i], thinkSpace)
 }
 
 // callIn returns where a text tool call starts in text: a <tool_call> tag

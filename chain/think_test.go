@@ -31,10 +31,16 @@ func splitWhole(s string, inside bool) (content, reasoning string) {
 
 // strayClose reports whether s has a </think> before any <think> or tool
 // call, not named in backticks or quotes nor inside code (after an odd
-// number of backticks): a block its model's prompt opened.
+// number of backticks), and at a line's end: a block its model's prompt
+// opened.
 func strayClose(s string) bool {
 	i := strings.Index(s, thinkClose)
-	return i >= 0 && !strings.Contains(s[:i], thinkOpen) && callBefore(s, i) < 0 && !(i > 0 && strings.ContainsRune("`\"'", rune(s[i-1]))) &&
+	if i < 0 {
+		return false
+	}
+	after := i + len(thinkClose)
+	return !strings.Contains(s[:i], thinkOpen) && callBefore(s, i) < 0 && !(i > 0 && strings.ContainsRune("`\"'", rune(s[i-1]))) &&
+		(after == len(s) || s[after] == '\n' || s[after] == '\r') &&
 		strings.Count(s[:i], "`")%2 == 0
 }
 
@@ -118,13 +124,13 @@ var thinkCases = []struct {
 	// DeepSeek-R1's template ends the prompt with "<think>\n": its
 	// content starts inside the block (deepseek-ai/DeepSeek-R1#352).
 	{"close first", "Okay, so the user asks.\n</think>\n\nThe answer is 4.", false, "The answer is 4.", "Okay, so the user asks.\n"},
-	{"close first after space", "\n Hmm.</think>4", false, "4", "Hmm."},
+	{"close first after space", "\n Hmm.</think>\n4", false, "4", "Hmm."},
 	{"close first, empty block", "\n\n</think>\n\nHi", false, "Hi", ""},
 	{"close first, nothing after", "a</think>\n", false, "", "a"},
-	{"close first, second close is content", "a</think>b</think>c", false, "b</think>c", "a"},
+	{"close first, second close is content", "a</think>\nb</think>c", false, "b</think>c", "a"},
 	{"open before close is content", "a <think> b </think> c", false, "a <think> b </think> c", ""},
 	{"call before close is content", "Reading.\n<tool_call>\n{\"name\": \"read_file\"}\n</tool_call> </think>", false, "Reading.\n<tool_call>\n{\"name\": \"read_file\"}\n</tool_call> </think>", ""},
-	{"call tag named before close", "Qwen writes <tool_call> tags.</think>ok", false, "ok", "Qwen writes <tool_call> tags."},
+	{"call tag named before close", "Qwen writes <tool_call> tags.</think>\n\nok", false, "ok", "Qwen writes <tool_call> tags."},
 	{"partial close only", "</thi", false, "</thi", ""},
 	{"close only", "</think>", false, "", ""},
 	{"inside, close only", "</think>", true, "", ""},
@@ -277,8 +283,10 @@ func TestThinkSplitterPromptOpened(t *testing.T) {
 		{"a <think>b</think>", false, false, false},
 		{"<think>a</think>b", false, false, true},
 		{"<think>a", false, false, true},
-		{"a</think>b", false, true, true},
-		{"\n</think>b", false, true, true},
+		{"a</think>\nb", false, true, true},
+		{"\n</think>\r\nb", false, true, true},
+		{"a</think>b", false, false, false},
+		{"the </think> tag", false, false, false},
 		{"a <tool_call>{}</think>", false, false, false},
 		{"a</think>b", true, true, true},
 		{"a<tool_call>{}", true, true, true},
