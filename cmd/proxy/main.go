@@ -115,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// and passed to what writes answers and traces.
 	red := redact.FromConfig(cfg)
 	logger = slog.New(red.Handler(logger.Handler()))
+	for _, w := range cfg.SharedRunnerWarnings() {
+		logger.Warn("nodes sharing an Ollama model will reload it for each other", "detail", w)
+	}
 	if err := serve(ctx, cfg, red, logger, *logPrompts, *demo, stdout); err != nil {
 		logger.Error("proxy stopped", "err", err)
 		return 1
