@@ -77,6 +77,11 @@ type Node struct {
 	// what chat applies to every call (see Node.chat).
 	maxArgs int
 	redact  redact.Redactor
+	// numCtx is the window the node's server is asked to run the model
+	// with (Request.NumCtx): its context_window, or the largest of the
+	// nodes sharing its Ollama runner (config.RunnerWindows), so that they
+	// do not reload the model for each other.
+	numCtx int
 }
 
 // Engine runs requests. It is safe for concurrent use.
@@ -144,12 +149,16 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	if e.guard == nil {
 		return nil, errors.New("chain: an anti-loop guard is required")
 	}
+	runnerWindows := cfg.RunnerWindows()
 	for _, n := range cfg.Nodes {
 		b, ok := deps.Backends[n.Name]
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
-		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact}
+		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact, numCtx: n.ContextWindow}
+		if w, ok := runnerWindows[n.Name]; ok {
+			node.numCtx = w
+		}
 		if n.KeepAlive != "" {
 			d, err := config.ParseKeepAlive(n.KeepAlive)
 			if err != nil {

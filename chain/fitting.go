@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,12 +147,14 @@ func (w *windows) set(node string, n int) {
 }
 
 // Window is node n's context window in tokens as the engine knows it: the
-// configured one, else what its server reported, else Ollama's default for
-// an Ollama node, or its model's longest when shorter (Ollama runs such a
-// model at its trained length); 0 when unknown (no fitting).
+// configured one, else the one it asks its server for (that of another
+// node sharing its Ollama runner), else what its server reported, else
+// Ollama's default for an Ollama node, or its model's longest when shorter
+// (Ollama runs such a model at its trained length); 0 when unknown (no
+// fitting).
 func (e *Engine) Window(n *Node) int {
-	if n.ContextWindow > 0 {
-		return n.ContextWindow
+	if w := cmp.Or(n.ContextWindow, n.numCtx); w > 0 {
+		return w
 	}
 	if w := e.windows.get(n.Name); w > 0 {
 		return w
@@ -168,7 +171,7 @@ func (e *Engine) Window(n *Node) int {
 // learnWindow asks n's server the window its loaded model runs with, when
 // the configuration does not say and the backend can tell.
 func (e *Engine) learnWindow(ctx context.Context, n *Node) {
-	if n.ContextWindow > 0 {
+	if n.ContextWindow > 0 || n.numCtx > 0 {
 		return
 	}
 	wr, ok := n.Backend.(WindowReader)
@@ -421,7 +424,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 	maxTokens := min(memory.SummaryTokens, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
 	// Asked of the summarizer's server once if nothing tells yet.
 	caps, _ := r.e.learnCaps(ctx, n)
-	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.ContextWindow,
+	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.numCtx,
 		NoThink: thinks(n, caps)})
 	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
 	err := n.chat(cctx, req, func(c Chunk) error {

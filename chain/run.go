@@ -566,7 +566,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	// the closure shares it, and a turn costs no allocation for it.
 	cs := callStates.Get().(*callState)
 	defer cs.free()
-	cs.req = Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.ContextWindow, Host: &s.host}
+	cs.req = Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.numCtx, Host: &s.host}
 	req := s.node.capped(&cs.req)
 	if !s.answers {
 		req.Params.Format = nil

@@ -3,32 +3,25 @@ package config
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 )
 
-// SharedRunnerWarnings names the Ollama nodes that share one model on one
-// host but would keep reloading or unloading it for each other. Ollama
-// runs one runner per model (v0.17.4 server/sched.go, schedulerModelKey)
-// and reloads it whenever a request's runner options, num_ctx among them,
-// differ from the loaded ones (runnerRef.needsReload): two such nodes with
-// different context_window (or one unset, which runs Ollama's default)
-// cost a load, seconds to minutes, at every alternation, typically OL1 and
-// the summarizer on one small model. A request's keep_alive becomes the
-// runner's (useLoadedRunner), and 0 unloads it once the call ends: the
-// other node loads it again. These are warnings, not errors: the
-// configuration works, only slowly.
-func (c *Config) SharedRunnerWarnings() []string {
-	type runner struct{ host, model string }
-	var order []runner
-	users := map[runner][]Node{}
+// runner is one Ollama model on one host: Ollama runs one runner for it
+// (v0.17.4 server/sched.go, schedulerModelKey), whichever node asks.
+type runner struct{ host, model string }
+
+// runners groups the Ollama nodes by the runners they use, in
+// configuration order; a node with several base_urls is in each of its
+// hosts' groups.
+func (c *Config) runners() (order []runner, users map[runner][]Node) {
+	users = map[runner][]Node{}
 	for _, n := range c.Nodes {
 		if n.Provider != ProviderOllama {
 			continue
 		}
 		for _, h := range n.Hosts() {
 			r := runner{strings.ToLower(strings.TrimRight(h, "/")), fullModelName(n.Model)}
-			if i := slices.IndexFunc(users[r], func(m Node) bool { return m.Name == n.Name }); i >= 0 {
+			if slices.ContainsFunc(users[r], func(m Node) bool { return m.Name == n.Name }) {
 				continue
 			}
 			if users[r] == nil {
@@ -37,24 +30,42 @@ func (c *Config) SharedRunnerWarnings() []string {
 			users[r] = append(users[r], n)
 		}
 	}
-	var out []string
-	seen := map[string]bool{}
-	add := func(msg string) {
-		if !seen[msg] {
-			seen[msg] = true
-			out = append(out, msg)
+	return order, users
+}
+
+// RunnerWindows is the num_ctx each Ollama node is to send: the largest
+// context_window among the nodes that share a runner with it (its own when
+// none does; 0, none sent, when none of them sets one). Ollama reloads a
+// runner whenever a request's runner options differ from the loaded ones,
+// num_ctx among them (runnerRef.needsReload): two nodes on one small model
+// (OL1 and the summarizer, typically) sending their own windows would
+// reload it, seconds to minutes, at every alternation. Each node still
+// fits its prompts to its own window, which the larger one holds.
+func (c *Config) RunnerWindows() map[string]int {
+	out := map[string]int{}
+	order, users := c.runners()
+	for _, r := range order {
+		w := 0
+		for _, n := range users[r] {
+			w = max(w, n.ContextWindow)
+		}
+		for _, n := range users[r] {
+			out[n.Name] = max(out[n.Name], w)
 		}
 	}
+	return out
+}
+
+// SharedRunnerWarnings names the Ollama nodes that would unload a model
+// another node uses: a request's keep_alive becomes the runner's (v0.17.4
+// server/sched.go, useLoadedRunner), and 0 unloads it once the call ends,
+// so the other node loads it again, seconds to minutes each time. These
+// are warnings, not errors: the configuration works, only slowly.
+func (c *Config) SharedRunnerWarnings() []string {
+	var out []string
+	order, users := c.runners()
 	for _, r := range order {
 		ns := users[r]
-		for i, a := range ns {
-			for _, b := range ns[i+1:] {
-				if a.ContextWindow != b.ContextWindow {
-					add(fmt.Sprintf("nodes %s and %s run model %q on %s with context_window %s and %s: Ollama keeps one runner per model and reloads it each time the window asked changes; give them the same context_window",
-						a.Name, b.Name, a.Model, redactURL(r.host), window(a.ContextWindow), window(b.ContextWindow)))
-				}
-			}
-		}
 		for _, a := range ns {
 			if d, err := ParseKeepAlive(a.KeepAlive); a.KeepAlive == "" || err != nil || d != 0 {
 				continue
@@ -65,9 +76,9 @@ func (c *Config) SharedRunnerWarnings() []string {
 					others = append(others, b.Name)
 				}
 			}
-			if len(others) > 0 {
-				add(fmt.Sprintf("node %s's keep_alive 0 unloads model %q on %s after each of its calls, and node %s loads it again",
-					a.Name, a.Model, redactURL(r.host), strings.Join(others, ", ")))
+			if msg := fmt.Sprintf("node %s's keep_alive 0 unloads model %q on %s after each of its calls, and node %s loads it again",
+				a.Name, a.Model, redactURL(r.host), strings.Join(others, ", ")); len(others) > 0 && !slices.Contains(out, msg) {
+				out = append(out, msg)
 			}
 		}
 	}
@@ -82,12 +93,4 @@ func fullModelName(m string) string {
 		return m + ":latest"
 	}
 	return m
-}
-
-// window words a context_window for a warning.
-func window(w int) string {
-	if w == 0 {
-		return "unset"
-	}
-	return strconv.Itoa(w)
 }
