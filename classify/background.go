@@ -114,6 +114,17 @@ var backgroundRequests = []struct{ opening, name string }{
 	// summary reflexive, and the prompt made the title reflexive when it was.
 	{"Generate a concise title for the following content:", "Crush's title generation"},
 	{"Provide a detailed summary of our conversation above.", "Crush's summary"},
+	// goose's session name, asked of its fast model after each of the
+	// first three user messages, session_name.md as the system message:
+	// the user's messages between these markers, then "Generate a short
+	// title for the above messages."; a background section before them
+	// when the first message holds text for the assistant only
+	// (generate_session_name of crates/goose/src/session/session_naming.rs
+	// and the markers of providers/cli_common.rs in block/goose at
+	// 1a4ff79e86b80c35faab286d3a3b1b18424d0256). The user's words inside
+	// made it reflexive when they were.
+	{"---BEGIN USER MESSAGES---\n", "goose's session name"},
+	{"---BEGIN BACKGROUND CONTEXT (for understanding only, do NOT base the title on this)---\n", "goose's session name"},
 }
 
 // backgroundSystems are requests clients make of their own that are known

@@ -43,6 +43,19 @@ var defaultIgnoreBlocks = []string{
 	// <system_info> line, each in <file path='…'> (PromptWithTextAttachments
 	// of internal/message/content.go in charmbracelet/crush at 37f36e93).
 	"system_info", "file",
+	// goose: its "MOIM", the time, the working directory and its
+	// extensions' state (the todo list among them), merged into the user
+	// message before the newest assistant message: before the question on
+	// a turn's first request, after it on the next ones (collect_moim of
+	// crates/goose/src/agents/extension_manager.rs, inject_moim of
+	// crates/goose/src/agents/moim.rs in block/goose at 0036b819).
+	"info-msg",
+	// AnythingLLM's agent: the workspace's pinned documents and the
+	// thread's parsed files, appended to the user's words, each in
+	// <document name="…"> (#fetchParsedFileContext of
+	// server/utils/agents/index.js, appended by AIbitat.reply, in
+	// Mintplex-Labs/anything-llm at 72aabbd1).
+	"attached_documents",
 }
 
 // Tags around the user's words: the tags go, their text stays and is judged.
@@ -135,6 +148,13 @@ const (
 // tool calls send "[read_file for 'main.go'] Result:" and the result as
 // the next user message.
 const toolResultName = "tool result"
+
+// AnythingLLM's agent sends the images a tool returned in a user message
+// of its own, after the tool result: this text and the images as
+// image_url parts (handleExecution and handleAsyncExecution of
+// server/utils/agents/aibitat/index.js in Mintplex-Labs/anything-llm at
+// 72aabbd1). It is a tool result too.
+const anythingToolImages = "[Attached image(s) from tool result]"
 
 type tagKind uint8
 
@@ -230,7 +250,7 @@ type pair struct {
 // Words returns the user's words in content, one user message.
 func (b *Blocks) Words(content string) Words {
 	s := strings.TrimSpace(content)
-	if isToolResult(s) {
+	if isToolResult(s) || s == anythingToolImages {
 		return Words{Aside: []Aside{{Name: toolResultName, Count: 1, Bytes: len(content)}}}
 	}
 	var rag, code, aider Aside

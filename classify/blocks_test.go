@@ -93,6 +93,12 @@ func TestWords(t *testing.T) {
 			Words{Text: "Why? [@a.go](file:///a.go)", Aside: []Aside{aside(zedContextName, 1, 108)}}},
 		{"a context block of the user's own", "<context>We run Go 1.23.</context> Why is it slow?",
 			Words{Text: "<context>We run Go 1.23.</context> Why is it slow?"}},
+		{"goose's info-msg before the question", "<info-msg>\nIt is currently 2026-11-26 21:00:00\nWorking directory: /home/user/demo\nCurrent tasks and notes:\n- [ ] Read main.go\n- [ ] Run go test\n</info-msg>\nWhat is 2+2?",
+			Words{Text: "What is 2+2?", Aside: []Aside{aside("info-msg", 1, 155)}}},
+		{"AnythingLLM's images of a tool result", "[Attached image(s) from tool result]", Words{Aside: []Aside{aside("tool result", 1, 36)}}},
+		{"a question about attached images", "[Attached image(s) from tool result] why is it red?", Words{Text: "[Attached image(s) from tool result] why is it red?"}},
+		{"AnythingLLM's attached documents after the question", "What is 2+2?\n\n<attached_documents>\n<document name=\"handbook.txt\">\n1. Deploy on Monday.\n2. Review on Friday.\n</document>\n</attached_documents>",
+			Words{Text: "What is 2+2?", Aside: []Aside{aside("attached_documents", 1, 127)}}},
 	}
 	b := NewBlocks(nil)
 	for _, tt := range tests {
@@ -542,6 +548,15 @@ func TestClassifyParts(t *testing.T) {
 			"keyword: explain why", `text judged: "Explain why the sky is blue"`, "skipped 1 later user message with no words of the user's (image part)")},
 		{"only blocks and a file", []UserMessage{{Text: reminder, Files: 1}, {Text: "hi"}}, simple([]string{
 			"short message (2 < 50)", `text judged: "hi"`, "skipped 1 later user message with no words of the user's (<system-reminder>, file part)"})},
+		// After a tool whose result holds images, AnythingLLM's agent sends
+		// them in a user message of its own after the tool result: this
+		// text and the images as image_url parts (handleExecution of
+		// server/utils/agents/aibitat/index.js and
+		// formatMessageWithAttachments of aibitat/providers/ai-provider.js,
+		// Mintplex-Labs/anything-llm at 72aabbd1). The question before it
+		// is judged.
+		{"AnythingLLM's images of a tool result", []UserMessage{{Text: "[Attached image(s) from tool result]", Images: 1}, {Text: "Explain why the sky is blue"}}, reflexive(
+			"keyword: explain why", `text judged: "Explain why the sky is blue"`, "skipped 1 later user message with no words of the user's (tool result, image part)")},
 		{"only an image, nothing before", []UserMessage{{Images: 1}}, simple([]string{
 			"short message (0 < 50)", "no words of the user's to judge", "skipped 1 later user message with no words of the user's (image part)"})},
 	}
