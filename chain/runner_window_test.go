@@ -3,15 +3,10 @@ package chain_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 
-	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
-	"chainproxy/store"
 )
 
 // OL1 and M1 run one small model on one Ollama, with different windows
@@ -21,7 +16,7 @@ import (
 // the larger window; each node still fits its prompt to its own.
 func TestNodesSharingARunnerSendOneWindow(t *testing.T) {
 	srv := fakeollama.New(t, fakeollama.Reply{Content: []string{"Fine."}})
-	cfg, err := config.Parse(fmt.Appendf(nil, `
+	e := engineOf(t, fmt.Sprintf(`
 nodes:
   - {name: OL1, provider: ollama, base_url: %[1]q, model: qwen3:4b, context_window: 4096}
   - {name: M1, provider: ollama, base_url: %[1]q, model: qwen3:4b, context_window: 8192}
@@ -30,19 +25,6 @@ chain:
   stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}]
   simple_node: SIMPLE
 `, srv.URL))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tools.Root = ""
-	backends := map[string]chain.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = ollama.New(n, http.DefaultClient)
-	}
-	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{Backends: backends, Guard: antiloop.NewGuard(mem, 0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, model := range []string{chain.ModelReflexive, chain.ModelSimple} {
 		if _, err := e.Run(context.Background(), &chain.RunRequest{Model: model, Messages: []chain.Message{{Role: "user", Content: "How are you?"}}}, nil); err != nil {
 			t.Fatal(err)

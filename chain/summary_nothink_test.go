@@ -3,52 +3,28 @@ package chain_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	goopenai "github.com/sashabaranov/go-openai"
 
-	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/openai"
-	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
-	"chainproxy/store"
-	"chainproxy/tools"
 )
 
-// thinkingOpenAIEngine is openaiEngine with a node whose configuration says
-// its model thinks (capabilities: [tools, thinking]): the engine then asks
-// its summaries with chain.Request.NoThink.
+// thinkingOpenAIEngine is one OpenAI-compatible node whose configuration
+// says its model thinks (capabilities: [tools, thinking]): the engine then
+// asks its summaries with chain.Request.NoThink.
 func thinkingOpenAIEngine(t *testing.T, url string) *chain.Engine {
 	t.Helper()
-	cfg, err := config.Parse([]byte(fmt.Sprintf(`
+	return engineOf(t, fmt.Sprintf(`
 nodes:
   - {name: A, provider: openai, base_url: %q, model: fake-model, timeout: 10s, context_window: 4096, capabilities: [tools, thinking]}
 chain:
   stages: [{node: A, max_turns: 1}]
   simple_node: A
 memory: {answer_reserve: 256}
-`, url)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tools.Root = t.TempDir()
-	reg, err := tools.New(cfg.Tools, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"A": openai.New(cfg.Nodes[0], http.DefaultClient)},
-		Tools:    reg,
-		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+`, url))
 }
 
 // noThinkAsked reports whether req carries vLLM's and llama-server's switch
