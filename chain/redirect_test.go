@@ -95,7 +95,10 @@ func TestProbeHugeAnswer(t *testing.T) {
 	defer srv.Close()
 	for _, be := range nodeBackends {
 		t.Run(be.provider, func(t *testing.T) {
-			b := be.prober(config.Node{Name: "N", Provider: be.provider, BaseURL: srv.URL + be.path, Model: "m", Timeout: 5 * time.Second, ConnectTimeout: time.Second})
+			// The node's default timeout: reading 32 MiB under -race takes
+			// seconds on a loaded machine, and the cap, not a timeout, must
+			// end the probe.
+			b := be.prober(config.Node{Name: "N", Provider: be.provider, BaseURL: srv.URL + be.path, Model: "m", Timeout: 2 * time.Minute, ConnectTimeout: time.Second})
 			if err := b.Probe(t.Context()); err == nil || !strings.Contains(err.Error(), "larger than") {
 				t.Errorf("Probe error = %.300v; want the answer said too large", err)
 			}

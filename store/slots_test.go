@@ -80,7 +80,9 @@ func TestSlotsOrder(t *testing.T) {
 // lease; a renewed one keeps it; a waiter that stops asking leaves the queue.
 func TestSlotsExpire(t *testing.T) {
 	rs := redistest.Start(t)
-	lease := 300 * time.Millisecond
+	// Renewed every tenth of the lease: a renewal ten times late on a
+	// loaded machine still keeps it.
+	lease := time.Second
 	s := newSlots(t, rs.URL(), lease)
 	ctx := t.Context()
 	if g, _, _, err := s.Take(ctx, "N", "kept", false, 2, 8, lease); err != nil || !g {
@@ -111,7 +113,7 @@ func TestSlotsExpire(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the dead holder's slot never came free")
 		}
-		time.Sleep(lease / 3)
+		time.Sleep(lease / 10)
 	}
 	if held, _ := s.Renew(ctx, "N", "dead"); held {
 		t.Error("an expired lease was renewed")
@@ -125,7 +127,7 @@ func TestSlotsExpire(t *testing.T) {
 // rather than hold its place, and with it the slot, for good; a waiter
 // still asking keeps its place.
 func TestSlotsWaiterDeadlineEvicted(t *testing.T) {
-	const lease = 300 * time.Millisecond
+	const lease = time.Second // asked again every tenth of it, as in TestSlotsExpire
 	for _, tc := range []struct {
 		name  string
 		alive bool // the first waiter keeps asking
@@ -172,7 +174,7 @@ func TestSlotsWaiterDeadlineEvicted(t *testing.T) {
 				if time.Now().After(deadline) {
 					t.Fatalf("no slot after %v: the queue kept a waiter that had no deadline", 20*lease)
 				}
-				time.Sleep(lease / 3)
+				time.Sleep(lease / 10)
 			}
 		})
 	}
