@@ -1,0 +1,67 @@
+// Command testrun runs the tests as the README says: `go test -json` with
+// the arguments given (`-race ./...` when there are none), printing what
+// go test prints without -v (each package's ok/FAIL line, the output of
+// failed tests, build errors), then one line per distinct reason tests were
+// skipped, and a closing `N passed, N failed, N skipped` line. Without it a
+// tier whose every test skipped shows as a plain "ok". It exits with go
+// test's own exit code. scripts/test builds and runs it.
+//
+// A test's skip reason is its last log line before "--- SKIP", which is
+// t.Skip's message.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) == 0 {
+		args = []string{"-race", "./..."}
+	}
+	verbose := slices.Contains(args, "-v") || slices.Contains(args, "-v=true")
+	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
+	cmd.Stdin, cmd.Stderr = os.Stdin, os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testrun:", err)
+		return 2
+	}
+	// Ctrl-C reaches go test too (one process group): stay to read what it
+	// writes as it stops and print the summary of what ran. A handled signal
+	// is reset at exec, so go test still gets the default behaviour.
+	signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "testrun:", err)
+		return 2
+	}
+	sum, readErr := Read(stdout, os.Stdout, verbose)
+	err = cmd.Wait()
+	if readErr != nil {
+		fmt.Fprintln(os.Stderr, "testrun: reading go test's output:", readErr)
+	}
+	WriteSummary(os.Stdout, sum)
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()) // as a shell reports it
+		}
+		return exit.ExitCode()
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "testrun:", err)
+		return 2
+	case readErr != nil:
+		return 2
+	}
+	return 0
+}

@@ -1,0 +1,5 @@
+package b
+
+import "testing"
+
+func TestPanic(t *testing.T) { panic("oops") }

@@ -1,0 +1,5 @@
+package c
+
+import "testing"
+
+func TestX(t *testing.T) { undefined() }

@@ -1,0 +1,2 @@
+module gj
+go 1.24
