@@ -416,7 +416,7 @@ func FuzzWords(f *testing.F) {
 
 // adversarial are messages of n repeats of tag shapes that a quadratic
 // stripper would choke on. BenchmarkWordsAdversarial runs each at two
-// sizes: a linear stripper keeps the same MB/s at both (PERFORMANCE.md).
+// sizes: a linear stripper keeps the same MB/s at both (docs/performance-log.md).
 var adversarial = []struct {
 	name  string
 	shape func(n int) string
