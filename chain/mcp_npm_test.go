@@ -84,7 +84,7 @@ func startEverything(t *testing.T, node, entry string) string {
 	}()
 	select {
 	case <-listening:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute): // node starts it in seconds on a loaded machine
 		t.Fatal("server-everything did not start listening")
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
@@ -131,7 +131,7 @@ chain:
 	reg.StartMCP(t.Context(), []config.MCPServer{
 		{Name: "fs", Command: []string{node, fsServer, work}},
 		{Name: "everything", URL: url},
-	}, mcp.Options{StartTimeout: 30 * time.Second})
+	}, mcp.Options{StartTimeout: 2 * time.Minute}) // returns once both are up
 	defer reg.Close()
 	if st := reg.MCPStatus(); len(st) != 2 || st[0].Status != "ok" || st[1].Status != "ok" {
 		t.Fatalf("MCPStatus() = %+v, want both ok", st)

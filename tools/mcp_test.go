@@ -135,9 +135,11 @@ func newTestServer(cancelled chan<- struct{}) *sdk.Server {
 }
 
 // fastOpts detect a dead server and reconnect quickly, so the tests wait
-// little; they poll for the state they expect rather than sleeping.
+// little; they poll for the state they expect rather than sleeping. Start
+// returns once the servers are up: a minute is room for a -race child
+// starting on a loaded machine, not a wait.
 func fastOpts() mcp.Options {
-	return mcp.Options{KeepAlive: 300 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, StartTimeout: 10 * time.Second}
+	return mcp.Options{KeepAlive: 300 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, StartTimeout: time.Minute}
 }
 
 // eventually polls cond until it holds or a minute passes: a server

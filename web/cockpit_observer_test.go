@@ -171,7 +171,7 @@ func TestCockpitTracesAfterRestart(t *testing.T) {
 	openTrace(t, detail, dead)
 
 	first.stop(t)
-	list.poll(t, `document.querySelector("#traces-live").dataset.state !== "live"`, time.Second)
+	list.poll(t, `document.querySelector("#traces-live").dataset.state !== "live"`, 10*time.Second)
 
 	second := startProxyOn(t, bin, addr, "-config", cfg)
 	list.poll(t, `document.querySelector("#traces-live").dataset.state === "live"`, 10*time.Second)
