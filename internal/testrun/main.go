@@ -1,10 +1,10 @@
 // Command testrun runs the tests as the README says: `go test -json` with
-// the arguments given (`-race ./...` when there are none), printing what
-// go test prints without -v (each package's ok/FAIL line, the output of
-// failed tests, build errors), then one line per distinct reason tests were
-// skipped, and a closing `N passed, N failed, N skipped` line. Without it a
-// tier whose every test skipped shows as a plain "ok". It exits with go
-// test's own exit code. scripts/test builds and runs it.
+// the arguments given (`-race -timeout 30m ./...` when there are none),
+// printing what go test prints without -v (each package's ok/FAIL line,
+// the output of failed tests, build errors), then one line per distinct
+// reason tests were skipped, and a closing `N passed, N failed, N skipped`
+// line. Without it a tier whose every test skipped shows as a plain "ok".
+// It exits with go test's own exit code. scripts/test builds and runs it.
 //
 // A test's skip reason is its last log line before "--- SKIP", which is
 // t.Skip's message.
@@ -26,7 +26,10 @@ func main() {
 
 func run(args []string) int {
 	if len(args) == 0 {
-		args = []string{"-race", "./..."}
+		// go test's default -timeout, 10 minutes a package, is a time limit
+		// too: the suite takes about a minute idle, and a package must
+		// still finish at ten times that on a loaded 2-core machine.
+		args = []string{"-race", "-timeout", "30m", "./..."}
 	}
 	verbose := slices.Contains(args, "-v") || slices.Contains(args, "-v=true")
 	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
