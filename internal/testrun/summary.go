@@ -47,6 +47,7 @@ type reader struct {
 	sum     Summary
 	tests   map[key][]string // output of the tests that have not ended
 	order   []key            // the same tests, in the order they started
+	running map[key]bool     // tests that started and have not ended
 	pkgOut  map[string][]string
 	pkgFail map[string]bool // the package has a failed test
 }
@@ -60,7 +61,7 @@ type reader struct {
 // with an error) counts as one failed test, so that a count of 0 failed
 // always means nothing failed.
 func Read(in io.Reader, out io.Writer, verbose bool) (Summary, error) {
-	r := &reader{out: out, verbose: verbose, tests: map[key][]string{}, pkgOut: map[string][]string{}, pkgFail: map[string]bool{}}
+	r := &reader{out: out, verbose: verbose, tests: map[key][]string{}, running: map[key]bool{}, pkgOut: map[string][]string{}, pkgFail: map[string]bool{}}
 	br := bufio.NewReader(in)
 	for {
 		line, err := br.ReadString('\n')
@@ -95,6 +96,8 @@ func (r *reader) line(line string) {
 func (r *reader) test(e event) {
 	k := key{e.Package, e.Test}
 	switch e.Action {
+	case "run":
+		r.running[k] = true
 	case "output":
 		if r.verbose {
 			r.print(e.Output)
@@ -131,6 +134,7 @@ func (r *reader) printTest(k key) {
 }
 
 func (r *reader) end(k key) {
+	delete(r.running, k)
 	delete(r.tests, k)
 	r.order = slices.DeleteFunc(r.order, func(o key) bool { return o == k })
 }
@@ -170,8 +174,10 @@ func (r *reader) pkg(e event) {
 			if k.pkg != e.Package {
 				continue
 			}
-			r.sum.Failed++
-			r.pkgFail[e.Package] = true
+			if r.running[k] {
+				r.sum.Failed++
+				r.pkgFail[e.Package] = true
+			}
 			r.printTest(k)
 			r.end(k)
 		}
@@ -185,7 +191,14 @@ func (r *reader) pkg(e event) {
 	}
 }
 
+// endPkg forgets the package, output of its tests included: a line can
+// come after its test ended (a parallel test's "=== NAME").
 func (r *reader) endPkg(pkg string) {
+	for _, k := range slices.Clone(r.order) {
+		if k.pkg == pkg {
+			r.end(k)
+		}
+	}
 	delete(r.pkgOut, pkg)
 	delete(r.pkgFail, pkg)
 }

@@ -104,7 +104,9 @@ func TestRead(t *testing.T) {
 		},
 		{
 			name: "a test still running when its package fails failed",
-			in: `{"Action":"output","Package":"p","Test":"TestOK","Output":"=== RUN   TestOK\n"}
+			in: `{"Action":"run","Package":"p","Test":"TestOK"}
+{"Action":"output","Package":"p","Test":"TestOK","Output":"=== RUN   TestOK\n"}
+{"Action":"run","Package":"p","Test":"TestHang"}
 {"Action":"output","Package":"p","Test":"TestHang","Output":"=== RUN   TestHang\n"}
 {"Action":"output","Package":"p","Test":"TestHang","Output":"panic: test timed out after 10m0s\n"}
 {"Action":"pass","Package":"p","Test":"TestOK","Elapsed":0}
@@ -112,6 +114,19 @@ func TestRead(t *testing.T) {
 {"Action":"fail","Package":"p","Elapsed":600.1}
 `,
 			out:  "panic: test timed out after 10m0s\nFAIL\tp\t600.1s\n",
+			want: Summary{Passed: 1, Failed: 1},
+		},
+		{
+			name: "a line after its test ended fails nothing",
+			in: `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA","Output":"--- PASS: TestA (0.00s)\n"}
+{"Action":"pass","Package":"p","Test":"TestA","Elapsed":0}
+{"Action":"output","Package":"p","Test":"TestA","Output":"=== NAME  TestA\n"}
+{"Action":"output","Package":"p","Output":"goleak: found unexpected goroutines\n"}
+{"Action":"output","Package":"p","Output":"FAIL\tp\t0.1s\n"}
+{"Action":"fail","Package":"p","Elapsed":0.1}
+`,
+			out:  "goleak: found unexpected goroutines\nFAIL\tp\t0.1s\n",
 			want: Summary{Passed: 1, Failed: 1},
 		},
 		{
