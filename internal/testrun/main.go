@@ -13,6 +13,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,10 +22,15 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	// Ctrl-C reaches go test too (one process group): stay to read what it
+	// writes as it stops and print the summary of what ran. A handled signal
+	// is reset at exec, so go test still gets the default behaviour.
+	signal.Notify(make(chan os.Signal, 1), os.Interrupt)
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string) int {
+// run runs go test with args and returns the exit code to leave with.
+func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		// go test's default -timeout, 10 minutes a package, is a time limit
 		// too: the suite takes about a minute idle, and a package must
@@ -33,26 +39,22 @@ func run(args []string) int {
 	}
 	verbose := slices.Contains(args, "-v") || slices.Contains(args, "-v=true")
 	cmd := exec.Command("go", append([]string{"test", "-json"}, args...)...)
-	cmd.Stdin, cmd.Stderr = os.Stdin, os.Stderr
-	stdout, err := cmd.StdoutPipe()
+	cmd.Stdin, cmd.Stderr = os.Stdin, stderr
+	events, err := cmd.StdoutPipe()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "testrun:", err)
+		fmt.Fprintln(stderr, "testrun:", err)
 		return 2
 	}
-	// Ctrl-C reaches go test too (one process group): stay to read what it
-	// writes as it stops and print the summary of what ran. A handled signal
-	// is reset at exec, so go test still gets the default behaviour.
-	signal.Notify(make(chan os.Signal, 1), os.Interrupt)
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, "testrun:", err)
+		fmt.Fprintln(stderr, "testrun:", err)
 		return 2
 	}
-	sum, readErr := Read(stdout, os.Stdout, verbose)
+	sum, readErr := Read(events, stdout, verbose)
 	err = cmd.Wait()
 	if readErr != nil {
-		fmt.Fprintln(os.Stderr, "testrun: reading go test's output:", readErr)
+		fmt.Fprintln(stderr, "testrun: reading go test's output:", readErr)
 	}
-	WriteSummary(os.Stdout, sum)
+	WriteSummary(stdout, sum)
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -61,7 +63,7 @@ func run(args []string) int {
 		}
 		return exit.ExitCode()
 	case err != nil:
-		fmt.Fprintln(os.Stderr, "testrun:", err)
+		fmt.Fprintln(stderr, "testrun:", err)
 		return 2
 	case readErr != nil:
 		return 2

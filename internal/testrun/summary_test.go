@@ -247,3 +247,36 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestRunExitCode: the command leaves with go test's exit code, after the
+// summary, over testdata/scratch (its own module, outside ./...).
+func TestRunExitCode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go test on testdata/scratch")
+	}
+	t.Chdir(filepath.Join("testdata", "scratch"))
+	for _, tt := range []struct {
+		args []string
+		code int
+		last string
+	}{
+		{[]string{"-count=1", "./e", "./d"}, 0, "0 passed, 0 failed, 0 skipped\n"},
+		{[]string{"-count=1", "-run", "TestSub|TestPass", "./a"}, 0, "2 passed, 0 failed, 2 skipped\n"},
+		{[]string{"-count=1", "./a"}, 1, "2 passed, 2 failed, 4 skipped\n"},
+		{[]string{"-count=1", "./c"}, 1, "0 passed, 1 failed, 0 skipped\n"},
+		{[]string{"-count=x", "./a"}, 2, "0 passed, 0 failed, 0 skipped\n"}, // go test's usage error
+	} {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var out, errs strings.Builder
+			code := run(tt.args, &out, &errs)
+			if code != tt.code || !strings.HasSuffix(out.String(), tt.last) {
+				t.Errorf("run(%q) = %d, output ending %q; want %d, ending %q\nstdout:\n%s\nstderr:\n%s", tt.args, code, lastLine(out.String()), tt.code, tt.last, out.String(), errs.String())
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSuffix(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:] + "\n"
+}
