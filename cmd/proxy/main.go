@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
 	"chainproxy/chain/ollama"
@@ -30,9 +29,6 @@ import (
 	"chainproxy/classify"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
-	"chainproxy/store"
-	"chainproxy/tools"
-	"chainproxy/tools/mcp"
 	"chainproxy/web"
 )
 
@@ -47,8 +43,11 @@ func main() {
 }
 
 // run is main without the process: it returns the exit code (2 for bad
-// flags or configuration).
+// flags or configuration). "proxy eval …" runs the evaluation (eval.go).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "eval" {
+		return runEval(ctx, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults, a local Ollama)")
@@ -173,17 +172,6 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 		return fmt.Errorf("%w (%s)", err, hint) // err names the address
 	}
 	defer ln.Close() // closed by Shutdown once served; here for an early return
-	st, err := store.Open(ctx, cfg.Store.RedisURL, cfg.Chain.Traces, logger)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	registry, err := tools.New(cfg.Tools, nil)
-	if err != nil {
-		return err
-	}
-	registry.StartMCP(ctx, cfg.Tools.MCP, mcp.Options{Logger: logger})
-	defer registry.Close() // after Shutdown: ends MCP sessions and child processes
 	tel, err := startTelemetry(ctx, cfg.Telemetry, logger)
 	if err != nil {
 		return err
@@ -196,34 +184,12 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 			logger.Warn("telemetry flush", "err", err)
 		}
 	}()
-	local := chain.NewAdmission(cfg.Nodes)
-	var admission interface {
-		chain.Admitter
-		Queued(node string) int
-	} = local
-	if cfg.Store.RedisURL != "" {
-		// Replicas on one Redis keep the nodes' limits together.
-		slots, err := store.NewSlots(cfg.Store.RedisURL, cfg.Admission.Lease)
-		if err != nil {
-			return err
-		}
-		defer slots.Close()
-		admission = chain.NewSharedAdmission(ctx, cfg.Nodes, slots, local, logger)
-	}
-	engine, err := chain.New(cfg, chain.Deps{
-		Backends:   backends(cfg),
-		Tools:      registry,
-		Guard:      antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
-		Classifier: classify.New(cfg.Classify, registry.Names()),
-		Logger:     logger,
-		Admission:  admission,
-		Resume:     st,
-		Memory:     st,
-		Redactor:   red,
-	})
+	w, err := wire(ctx, cfg, red, logger)
+	defer w.Close() // after Shutdown: ends MCP sessions and child processes
 	if err != nil {
 		return err
 	}
+	engine, st, registry, admission, local := w.engine, w.store, w.registry, w.admission, w.local
 	names := make([]string, len(cfg.Nodes))
 	for i, n := range cfg.Nodes {
 		names[i] = n.Name

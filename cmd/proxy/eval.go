@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "embed"
+
+	"chainproxy/chain"
+	"chainproxy/config"
+	"chainproxy/eval"
+	"chainproxy/internal/redact"
+)
+
+//go:embed eval_demo.yaml
+var evalDemoYAML []byte
+
+// runEval is the eval subcommand: it asks a JSONL set of questions under
+// each mode through the engine the server runs (built by wire), and
+// reports accuracy against cost. Exit codes: 0 done, 1 a run that could
+// not start or whose report could not be written, 2 bad flags or data,
+// 130 interrupted (the report of what finished is written).
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("proxy eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults, a local Ollama)")
+	demo := fs.Bool("demo", false, "the demo's scripted models, scripted to be right on some of examples/eval/sample.jsonl")
+	data := fs.String("data", "", "JSONL `file` of items: {\"id\", \"question\" | \"messages\", \"answer\", \"match\"}")
+	modesFlag := fs.String("modes", "nodes,chain/reflexive,chain/auto", "comma-separated modes: node names, \"nodes\" (every node alone), chain/reflexive, chain/auto, chain/simple")
+	n := fs.Int("n", 0, "ask only the first `n` items (0: all)")
+	concurrency := fs.Int("concurrency", 2, "requests at once")
+	judgeNode := fs.String("judge", "", "`node` that grades items without an answer (or with match judge)")
+	out := fs.String("out", "", "`dir`ectory for report.json, report.html and traces.jsonl")
+	resume := fs.Bool("resume", false, "continue the run whose report.json is in -out: ask only what it lacks")
+	var temperature *float64
+	var seed *int64
+	fs.Func("temperature", "sampling temperature sent with every request (default: each node's own)", func(s string) error {
+		f, err := strconv.ParseFloat(s, 64)
+		temperature = &f
+		return err
+	})
+	fs.Func("seed", "sampling seed sent with every request (default: none)", func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		seed = &v
+		return err
+	})
+	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "eval: unexpected argument %q (flags after an argument are not read)\n", fs.Arg(0))
+		return 2
+	}
+	if *data == "" {
+		fmt.Fprintln(stderr, "eval: -data FILE is required: a JSONL file of questions (see examples/eval/sample.jsonl)")
+		return 2
+	}
+	if *resume && *out == "" {
+		fmt.Fprintln(stderr, "eval: -resume continues the report in -out DIR: give -out")
+		return 2
+	}
+	logger, err := newLogger(stderr, "text", *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	items, err := readItems(*data, *n)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+
+	cfg, cleanup, err := evalConfig(*cfgPath, *demo, logger)
+	defer cleanup()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	red := redact.FromConfig(cfg)
+	logger = slog.New(red.Handler(logger.Handler()))
+	for _, w := range cfg.SharedRunnerWarnings() {
+		logger.Warn("nodes sharing an Ollama model will reload it for each other", "detail", w)
+	}
+	w, err := wire(ctx, cfg, red, logger)
+	defer w.Close()
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	if err := probeNodes(ctx, w.engine, logger); err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	nodes := make([]string, len(cfg.Nodes))
+	for i, nd := range cfg.Nodes {
+		nodes[i] = nd.Name
+	}
+	modes, err := evalModes(w.engine, *modesFlag, nodes)
+	if err == nil {
+		err = checkJudge(w.engine, *judgeNode, items)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 2
+	}
+	var warnings []string
+	if *judgeNode != "" {
+		warnings = eval.JudgeWarnings(*judgeNode, modes, func(m string) []string { return answering(cfg, m) })
+	}
+
+	opts := eval.Options{
+		Items: items, Modes: modes, Concurrency: *concurrency, Judge: *judgeNode,
+		Temperature: temperature, Seed: seed, Progress: stderr, Terminal: isTerminal(stderr),
+		Conversation: "eval/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/",
+	}
+	started := time.Now().UTC()
+	if *resume {
+		prev, err := eval.ReadReport(filepath.Join(*out, "report.json"))
+		if err != nil {
+			fmt.Fprintln(stderr, "eval: -resume:", err)
+			return 2
+		}
+		opts.Done = resumable(prev.Results, items, modes)
+		started = prev.Started
+		fmt.Fprintf(stderr, "eval: resuming: %d answers kept from %s\n", len(opts.Done), filepath.Join(*out, "report.json"))
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			fmt.Fprintln(stderr, "eval:", err)
+			return 1
+		}
+		flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+		if *resume {
+			flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+		}
+		tf, err := os.OpenFile(filepath.Join(*out, "traces.jsonl"), flags, 0o644)
+		if err != nil {
+			fmt.Fprintln(stderr, "eval:", err)
+			return 1
+		}
+		defer tf.Close()
+		opts.Traces = tf
+	}
+	for _, m := range warnings {
+		fmt.Fprintln(stderr, "eval: warning:", m)
+	}
+	fmt.Fprintf(stderr, "eval: %d items × %d modes (%s), %d at once\n", len(items), len(modes), strings.Join(modes, ", "), max(*concurrency, 1))
+
+	results, runErr := eval.Run(ctx, w.engine, opts)
+	rep := eval.Summarize(items, modes, nodes, results)
+	rep.Data, rep.Started, rep.Finished = *data, started, time.Now().UTC()
+	rep.Judge, rep.Warnings = *judgeNode, warnings
+	rep.Interrupted = runErr != nil
+	if err := rep.WriteTable(stdout); err != nil {
+		return 1
+	}
+	if *out != "" {
+		if err := rep.WriteFiles(*out); err != nil {
+			fmt.Fprintln(stderr, "eval:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "report: %s, %s (traces: %s)\n", filepath.Join(*out, "report.html"), filepath.Join(*out, "report.json"), filepath.Join(*out, "traces.jsonl"))
+	}
+	if rep.Interrupted {
+		return 130
+	}
+	return 0
+}
+
+// readItems reads the data file, keeping the first n items (n > 0).
+func readItems(path string, n int) ([]eval.Item, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %w", err)
+	}
+	defer f.Close()
+	items, err := eval.ReadItems(f)
+	if err != nil {
+		return nil, fmt.Errorf("eval: %s:\n%w", path, err)
+	}
+	if n > 0 && n < len(items) {
+		items = items[:n]
+	}
+	return items, nil
+}
+
+// evalConfig is the configuration eval runs: the file's, or with -demo
+// the demo's scripted nodes, set to answer the sample set (eval_demo.yaml),
+// under the file's settings. cleanup removes the demo's workspace.
+func evalConfig(path string, demo bool, logger *slog.Logger) (*config.Config, func(), error) {
+	cleanup := func() {}
+	if !demo {
+		cfg, err := config.Load(path)
+		if cfg != nil {
+			err = errors.Join(err, settleToolsRoot(cfg, logger))
+		}
+		return cfg, cleanup, err
+	}
+	cfg, err := demoConfig("")
+	if err == nil {
+		cfg, err = config.ParseOver(cfg, evalDemoYAML)
+	}
+	if err == nil && path != "" {
+		var data []byte
+		if data, err = os.ReadFile(path); err == nil {
+			cfg, err = config.ParseOver(cfg, data)
+		}
+	}
+	if err != nil {
+		return nil, cleanup, fmt.Errorf("eval -demo: %w", err)
+	}
+	if cfg.Tools.Root == config.Default().Tools.Root {
+		root, err := demoWorkspace()
+		if err != nil {
+			return nil, cleanup, err
+		}
+		cfg.Tools.Root, cleanup = root, func() { os.RemoveAll(root) }
+	}
+	return cfg, cleanup, nil
+}
+
+// evalModes expands -modes: "nodes" is every node alone; every other name
+// must be one the engine serves.
+func evalModes(e *chain.Engine, list string, nodes []string) ([]string, error) {
+	var modes []string
+	var errs []error
+	for m := range strings.SplitSeq(list, ",") {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "":
+			continue
+		case m == "nodes":
+			for _, nd := range nodes {
+				if !slices.Contains(modes, nd) {
+					modes = append(modes, nd)
+				}
+			}
+			continue
+		}
+		if _, err := e.Resolve(m); err != nil {
+			errs = append(errs, fmt.Errorf("-modes: %w", err))
+			continue
+		}
+		if !slices.Contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	if len(modes) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("-modes names no mode"))
+	}
+	return modes, errors.Join(errs...)
+}
+
+// checkJudge refuses a judge that is not a node, and items that need a
+// judge when none is given.
+func checkJudge(e *chain.Engine, judge string, items []eval.Item) error {
+	if judge == "" {
+		var ids []string
+		for i := range items {
+			if items[i].NeedsJudge() {
+				ids = append(ids, items[i].ID)
+			}
+		}
+		if len(ids) > 0 {
+			return fmt.Errorf("%d items have no answer to match (%s): give -judge NODE to have a node grade them", len(ids), strings.Join(ids[:min(len(ids), 5)], ", "))
+		}
+		return nil
+	}
+	if r, err := e.Resolve(judge); err != nil || r.Node == "" {
+		return fmt.Errorf("-judge %q is not a node: name one of the configured nodes", judge)
+	}
+	return nil
+}
+
+// answering lists the nodes whose words mode's replies carry: the node
+// itself, the chain's stages, the simple node.
+func answering(cfg *config.Config, mode string) []string {
+	simple := []string{cfg.Chain.SimpleNode}
+	var stages []string
+	for _, s := range cfg.Chain.Stages {
+		stages = append(stages, s.Node)
+	}
+	switch mode {
+	case chain.ModelSimple:
+		return simple
+	case chain.ModelReflexive:
+		return stages
+	case chain.ModelAuto:
+		return append(simple, stages...)
+	}
+	return []string{mode}
+}
+
+// resumable keeps the earlier results that belong to this run's items and
+// modes.
+func resumable(prev []eval.Result, items []eval.Item, modes []string) []eval.Result {
+	ids := make(map[string]bool, len(items))
+	for i := range items {
+		ids[items[i].ID] = true
+	}
+	var out []eval.Result
+	for _, r := range prev {
+		if ids[r.ID] && slices.Contains(modes, r.Mode) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// isTerminal reports whether w is a terminal, where the progress bar is
+// redrawn in place; elsewhere (a file, CI) it prints plain lines.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
