@@ -242,4 +242,3 @@ func ReadItems(r io.Reader) ([]Item, error) {
 	}
 	return items, errors.Join(errs...)
 }
-

@@ -18,24 +18,24 @@ var reportHTML string
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":    pct,
 	"pvalue": pvalue,
-	"short":  func(id string) string { return id[:min(8, len(id))] },
+	"join":   func(ids []string) string { return strings.Join(ids, ", ") },
 }).Parse(reportHTML))
 
 // Plot geometry, in SVG user units (the SVG scales to the page's width).
 const (
 	plotW    = 640
 	barRow   = 28
-	barLeft  = 150 // room for the modes' names
-	barRight = 70  // room for the value
+	barLeft  = 130 // room for the modes' names
+	barRight = 130 // room for the value
 	plotPad  = 24
 )
 
 // bar is one mode in the accuracy plot.
 type bar struct {
-	Label            string
-	Y, W, Lo, Hi, TY float64
-	Text             string
-	Node             bool
+	Label                            string
+	Y, W, Lo, Hi, TY, CapTop, CapBot float64
+	Text                             string
+	Node                             bool
 }
 
 // point is one mode in the accuracy against latency plot.
@@ -53,10 +53,10 @@ type tick struct {
 
 // routeBar is one part of chain/auto's routing: right and wrong answers.
 type routeBar struct {
-	Label           string
-	Y, Right, Wrong float64
-	Text            string
-	IDs             string
+	Label               string
+	Y, Right, Wrong, TX float64
+	Text                string
+	IDs                 string
 }
 
 // cell is one item under one mode in the items' matrix.
@@ -95,7 +95,7 @@ func (rep *Report) pageData() *pageData {
 	x := func(f float64) float64 { return round1(barLeft + span*finite(f)) }
 	for i, s := range rep.Modes {
 		y := float64(plotPad + i*barRow)
-		d.Bars = append(d.Bars, bar{Label: s.Mode, Y: y, W: round1(span * finite(s.Accuracy)), Lo: x(s.CILow), Hi: x(s.CIHigh), TY: y + 14,
+		d.Bars = append(d.Bars, bar{Label: s.Mode, Y: y, W: round1(span * finite(s.Accuracy)), Lo: x(s.CILow), Hi: x(s.CIHigh), TY: y + 14, CapTop: y + 8, CapBot: y + 20,
 			Text: fmt.Sprintf("%s (n=%d)", pct(s.Accuracy), s.Items), Node: s.Node})
 		d.ModeNames = append(d.ModeNames, s.Mode)
 	}
@@ -107,7 +107,7 @@ func (rep *Report) pageData() *pageData {
 	// Accuracy (y) against median latency (x), each mode a point with its
 	// interval.
 	d.ScatterH = 320
-	d.Plot.L, d.Plot.R, d.Plot.T, d.Plot.B = 60, plotW-20, 20, d.ScatterH-40
+	d.Plot.L, d.Plot.R, d.Plot.T, d.Plot.B = 60, plotW-40, 20, d.ScatterH-40
 	maxMS := 1.0
 	for _, s := range rep.Modes {
 		maxMS = math.Max(maxMS, float64(s.P50MS))
@@ -139,6 +139,7 @@ func (rep *Report) pageData() *pageData {
 				Label: p.name, Y: float64(plotPad + i*barRow),
 				Right: round1(span * float64(p.part.Correct) / float64(total)),
 				Wrong: round1(span * float64(p.part.Items-p.part.Correct) / float64(total)),
+				TX:    round1(barLeft + span*float64(p.part.Items)/float64(total) + 8),
 				Text:  fmt.Sprintf("%d items, %s right", p.part.Items, pct(p.part.Accuracy)),
 				IDs:   strings.Join(p.part.IDs, ", "),
 			})

@@ -25,9 +25,9 @@ type Report struct {
 	// Interrupted is set on a run stopped before every item was asked
 	// (Ctrl-C): -resume continues it.
 	Interrupted bool `json:"interrupted,omitempty"`
-	// Items is how many items the set has; a mode that did not reach them
-	// all says so in its own items count.
-	Items    int      `json:"items"`
+	// SetSize is how many items the set has (after -n); a mode that did
+	// not reach them all says so in its own items count.
+	SetSize  int      `json:"set_size"`
 	Judge    string   `json:"judge,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	// Modes are the modes' summaries, in the order asked.
@@ -36,8 +36,9 @@ type Report struct {
 	Comparisons []Comparison `json:"comparisons,omitempty"`
 	// Routing is how chain/auto routed the items, when it ran.
 	Routing *Routing `json:"routing,omitempty"`
-	// Results are every answered item under every mode.
-	Results []Result `json:"results"`
+	// Results are every answered item under every mode, in the set's
+	// order.
+	Results []Result `json:"items"`
 }
 
 // ModeSummary is one mode's line of the report. Model loads are not
@@ -117,7 +118,7 @@ func Summarize(items []Item, modes, nodes []string, results []Result) *Report {
 		}
 		return modeIdx(a.Mode) - modeIdx(b.Mode)
 	})
-	rep := &Report{Items: len(items), Results: rs}
+	rep := &Report{SetSize: len(items), Results: rs}
 	byMode := map[string]map[string]*Result{}
 	for i := range rs {
 		r := &rs[i]
