@@ -219,3 +219,34 @@ func TestEvalRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalJudge grades an item without an answer with -judge M2, and
+// warns that M2 also answers under chain/reflexive (a stage) but not
+// under M1.
+func TestEvalJudge(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "judged.jsonl")
+	if err := os.WriteFile(data, []byte(`{"id":"poem","question":"Write two lines about the sea.","rubric":"two lines, about the sea"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runEvalCmd(t, "-demo", "-data", data, "-modes", "M1,chain/reflexive", "-judge", "M2", "-out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	warn := "the judge M2 also answers under chain/reflexive"
+	if !strings.Contains(stderr, warn) || !strings.Contains(stdout, warn) || strings.Contains(stderr, "answers under M1") {
+		t.Errorf("stderr %q, stdout %q: want the warning for chain/reflexive only, on both", stderr, stdout)
+	}
+	rep, _ := readReport(t, dir)
+	if len(rep.Results) != 2 {
+		t.Fatalf("results = %d, want 2", len(rep.Results))
+	}
+	for _, r := range rep.Results {
+		if !r.Correct || r.Judge == nil || !r.Judge.Correct || r.Judge.TraceID == "" || !strings.HasPrefix(r.Judge.Reason, "CORRECT") {
+			t.Errorf("%s: correct %v, judge %+v; want judged correct, with the judge's reply and trace", r.Mode, r.Correct, r.Judge)
+		}
+	}
+	if len(rep.Warnings) != 1 {
+		t.Errorf("report warnings = %q, want one", rep.Warnings)
+	}
+}
