@@ -239,9 +239,15 @@ func pct(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) }
 // WriteTable writes the report as the terminal shows it.
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\titems\taccuracy\t95% CI\tp50 ms\tp95 ms\tTTFT p50\ttokens in\ttokens out\tcalls\tguard stops\tfailed\t")
+	// The modes' names are padded to one width: left-aligned, where the
+	// figures are right-aligned.
+	width := len("mode")
 	for _, s := range rep.Modes {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s–%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Mode, s.Items, pct(s.Accuracy), pct(s.CILow), pct(s.CIHigh),
+		width = max(width, len(s.Mode))
+	}
+	fmt.Fprintf(tw, "%-*s\titems\taccuracy\t95%% CI\tp50 ms\tp95 ms\tTTFT p50\ttokens in\ttokens out\tcalls\tguard stops\tfailed\t\n", width, "mode")
+	for _, s := range rep.Modes {
+		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s–%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", width, s.Mode, s.Items, pct(s.Accuracy), pct(s.CILow), pct(s.CIHigh),
 			s.P50MS, s.P95MS, s.TTFTP50MS, s.TokensIn, s.TokensOut, s.Calls, s.GuardStops, s.Failed)
 	}
 	if err := tw.Flush(); err != nil {
