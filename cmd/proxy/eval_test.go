@@ -250,3 +250,24 @@ func TestEvalJudge(t *testing.T) {
 		t.Errorf("report warnings = %q, want one", rep.Warnings)
 	}
 }
+
+// TestEvalInterrupted: a run whose context ends (Ctrl-C) still writes its
+// report, marked interrupted, and exits 130. (Which answers finish before
+// the stop is eval.Run's test; here the signal comes before any does.)
+func TestEvalInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	code := run(ctx, []string{"eval", "-demo", "-data", sampleSet, "-n", "2", "-out", dir}, &out, &errOut)
+	if code != 130 {
+		t.Fatalf("exit = %d, want 130; stderr:\n%s", code, errOut.String())
+	}
+	rep, _ := readReport(t, dir)
+	if !rep.Interrupted || len(rep.Results) != 0 || !strings.Contains(out.String(), "run again with -resume") {
+		t.Errorf("report interrupted %v with %d answers, stdout %q; want interrupted, none, and the hint", rep.Interrupted, len(rep.Results), out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report.html")); err != nil {
+		t.Error(err)
+	}
+}
