@@ -94,6 +94,8 @@ const hostileKey = "nodekey-Hq27Zx90LwPe"
 // the key reaches neither the client's answer, nor the stored trace, nor
 // the logs (at debug level, prompts included), nor the exported spans
 // (with capture_content, so that the messages exported are checked too).
+// Nor does it reach /readyz or Ollama's /api/show from the capabilities
+// an Ollama server says its model has, the node's or each host's.
 func TestNodeKeyInToolCallNamesAndIDs(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
 	// The first call of a conversation asks for an unknown tool and for
@@ -119,27 +121,35 @@ func TestNodeKeyInToolCallNamesAndIDs(t *testing.T) {
 					}}
 				})
 				f.SetModels("small")
-				baseURL = f.BaseURL()
+				baseURL = fmt.Sprintf("base_url: %q", f.BaseURL())
 			case config.ProviderOllama:
-				f := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
-					var roles []string
-					for _, m := range req.Messages {
-						roles = append(roles, m.Role)
-					}
-					if calledBack(roles) {
-						return fakeollama.Reply{Content: []string{"probed"}}
-					}
-					return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{
-						{ID: "call_" + hostileKey, Name: "probe_" + hostileKey, Args: map[string]any{}},
-						{ID: "call2_" + hostileKey, Name: "probe", Args: map[string]any{"what": "x"}},
-					}}
-				})
-				baseURL = f.URL
+				// Two hosts, whose /api/show also names the key as a
+				// capability: /readyz and Ollama's /api/show pass the
+				// node's and each host's capabilities on.
+				var urls []string
+				for range 2 {
+					f := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+						var roles []string
+						for _, m := range req.Messages {
+							roles = append(roles, m.Role)
+						}
+						if calledBack(roles) {
+							return fakeollama.Reply{Content: []string{"probed"}}
+						}
+						return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{
+							{ID: "call_" + hostileKey, Name: "probe_" + hostileKey, Args: map[string]any{}},
+							{ID: "call2_" + hostileKey, Name: "probe", Args: map[string]any{"what": "x"}},
+						}}
+					})
+					f.SetModel("small", "completion", "tools", "x_"+hostileKey)
+					urls = append(urls, fmt.Sprintf("%q", f.URL))
+				}
+				baseURL = "base_urls: [" + strings.Join(urls, ", ") + "]"
 			}
 			endpoint, rec := startReceiver(t, config.ProtocolHTTP)
 			base, stop, logs := startLogged(t, fmt.Sprintf(`
 nodes:
-  - {name: OL1, provider: %s, base_url: %q, model: small, api_key: %q}
+  - {name: OL1, provider: %s, %s, model: small, api_key: %q}
 chain:
   stages: [{node: OL1, max_turns: 3, tools: true}]
   simple_node: OL1
@@ -186,6 +196,22 @@ telemetry: {endpoint: %q, capture_content: true}
 					}
 					leaks(name+": the stored trace", string(stored))
 				}
+			}
+			for _, probe := range []struct{ method, path, body string }{
+				{http.MethodGet, "/readyz", ""},
+				{http.MethodPost, "/api/show", `{"model":"OL1"}`},
+			} {
+				req, _ := http.NewRequest(probe.method, base+probe.path, strings.NewReader(probe.body))
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if provider == config.ProviderOllama && !strings.Contains(string(b), "x_"+redact.Mask) {
+					t.Errorf("%s %s: %s; want the capabilities, masked", probe.method, probe.path, b)
+				}
+				leaks(probe.method+" "+probe.path, string(b))
 			}
 			stop()
 			leaks("the logs", logs.String())
