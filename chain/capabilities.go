@@ -142,7 +142,9 @@ func (e *Engine) describe(ctx context.Context, n *Node) error {
 	if n.ContextWindow > 0 && info.MaxWindow > 0 && n.ContextWindow > info.MaxWindow {
 		return &WindowError{Node: n.Name, Window: n.ContextWindow, Max: info.MaxWindow}
 	}
-	caps := info.Capabilities
+	// The server's words are passed on (/readyz, Ollama's /api/show): a
+	// hostile one may write the key it was sent into them.
+	caps := e.redact.EachValue(info.Capabilities)
 	if n.Capabilities != nil {
 		caps = n.Capabilities
 	}

@@ -17,9 +17,10 @@ var errOutputCap = errors.New("output cap reached")
 // chat calls the node's backend with what the proxy applies to every
 // model call, whatever the backend:
 //
-//   - the configured secrets are masked in the content, the reasoning and
-//     the tool calls' arguments, as they stream (a hostile upstream may
-//     write the key it was sent into its answer);
+//   - the configured secrets are masked in the content, the reasoning,
+//     the tool calls (names, ids and arguments) and the model's name, as
+//     they stream (a hostile upstream may write the key it was sent
+//     anywhere in its answer);
 //   - content and reasoning stop at nodes[].max_output_bytes: the call is
 //     cancelled and finishes "length", with Chunk.Cut saying why, so that
 //     an upstream streaming without end costs the proxy the cap, not what
@@ -50,10 +51,14 @@ func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) err
 			if c.FinishReason != "" {
 				c.Content += mask.content.Flush()
 				c.Reasoning += mask.reasoning.Flush()
-				for i := range c.ToolCalls {
-					c.ToolCalls[i].Arguments = n.redact.Values(c.ToolCalls[i].Arguments)
-				}
 			}
+			// Every string of a call is passed on: its name and id go to
+			// the client, the trace and the spans as its arguments do.
+			for i := range c.ToolCalls {
+				tc := &c.ToolCalls[i]
+				tc.ID, tc.Name, tc.Arguments = n.redact.Values(tc.ID), n.redact.Values(tc.Name), n.redact.Values(tc.Arguments)
+			}
+			c.Model = n.redact.Values(c.Model)
 			if c.Empty() {
 				return nil // all held back: it may be the start of a secret
 			}

@@ -112,6 +112,9 @@ type stage struct {
 	// said answered, for its span.
 	span  trace.Span
 	model string
+	// failure is the error that stopped the stage (stageError), whose
+	// span describes it without what the node said (SpanError).
+	failure error
 }
 
 type stageConfig struct {
@@ -428,6 +431,7 @@ func (r *run) stageError(s *stage, err error) {
 		s.stop = StageFailed
 	}
 	s.st.Error = r.e.redact.String(err.Error())
+	s.failure = err
 	r.logger().Warn("stage error", "stage", s.idx, "node", s.node.Name, "err", err)
 }
 

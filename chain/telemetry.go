@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"chainproxy/classify"
 )
 
 // The chain's spans, exported when the request's own span records (the web
@@ -104,7 +106,11 @@ func (r *run) endStageSpan(s *stage) {
 		attribute.Int(AttrChainOutputTokens, st.Usage.CompletionTokens),
 	)
 	if st.Status == StageFailed || st.Status == StageSkippedOffline || st.Status == StageSkippedContext {
-		s.span.SetStatus(codes.Error, st.Error)
+		msg := st.Error
+		if s.failure != nil && !r.e.cfg.Telemetry.CaptureContent {
+			msg = r.e.redact.String(SpanError(s.failure, false))
+		}
+		s.span.SetStatus(codes.Error, msg)
 	}
 	s.span.End()
 	s.span = nil
@@ -226,7 +232,7 @@ func (r *run) endCall(span trace.Span, mc *ModelCall, model string, out *Message
 	}
 	if err != nil {
 		span.SetAttributes(attribute.String(attrErrorType, callErrorType(err)))
-		span.SetStatus(codes.Error, r.e.redact.String(err.Error()))
+		span.SetStatus(codes.Error, r.e.redact.String(SpanError(err, r.e.cfg.Telemetry.CaptureContent)))
 	} else if r.e.cfg.Telemetry.CaptureContent {
 		finish := ""
 		if mc != nil {
@@ -235,6 +241,63 @@ func (r *run) endCall(span trace.Span, mc *ModelCall, model string, out *Message
 		span.SetAttributes(attribute.String(attrOutput, r.outputMessages(*out, finish)))
 	}
 	span.End()
+}
+
+// SpanReasons are a chain's reasons as its request span exports them: the
+// words judged are content, quoted only with telemetry.capture_content
+// (classify.Unquoted).
+func SpanReasons(reasons []string, capture bool) []string {
+	if capture {
+		return reasons
+	}
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = classify.Unquoted(r)
+	}
+	return out
+}
+
+// SpanError is the description of a span that failed with err, before
+// redaction. With telemetry.capture_content it is the error's text; without,
+// it is the proxy's own words only: what a node said (an upstream's error
+// message, the node's refusal of a long prompt) is left out, since a
+// server may quote the request in it (vLLM's validation errors quote the
+// input), and so are the stage errors a chain's failure names. The trace
+// and the logs keep the whole text.
+func SpanError(err error, capture bool) string {
+	if capture {
+		return err.Error()
+	}
+	var (
+		ce *ContextLengthError
+		ue *UpstreamError
+	)
+	switch {
+	case errors.As(err, &ce):
+		if ce.Upstream != "" {
+			return "node " + ce.Node + " refused the prompt as longer than its context window"
+		}
+	case errors.As(err, &ue):
+		return ue.summary()
+	case errors.Is(err, ErrAllStagesFailed):
+		return ErrAllStagesFailed.Error()
+	}
+	return err.Error()
+}
+
+// summary is e without what the node said: its node, kind and status, and
+// for a node that could not be reached or did not answer in time, the
+// transport's error (a refused connection, a timeout), which holds
+// nothing of the request.
+func (e *UpstreamError) summary() string {
+	s := "node " + e.Node + ": upstream " + e.Kind + " error"
+	if e.Status != 0 {
+		s += " (HTTP " + strconv.Itoa(e.Status) + ")"
+	}
+	if e.Message == "" && e.Err != nil && (e.Kind == KindConnect || e.Kind == KindTimeout) {
+		s += ": " + e.Err.Error()
+	}
+	return s
 }
 
 // callErrorType is the error.type of a failed model call: the upstream

@@ -290,6 +290,21 @@ func TestQuote(t *testing.T) {
 	}
 }
 
+// TestUnquoted: every reason a decision gives is content-free once
+// Unquoted, the words judged included, and keeps what is not content.
+func TestUnquoted(t *testing.T) {
+	c := New(config.Classify{}, []string{"read_file"})
+	d := c.Classify(one("<system-reminder>x</system-reminder>Compare secret-words-1 and secret-words-2 with read_file, step by step?"), "code")
+	var got []string
+	for _, r := range d.Reasons {
+		got = append(got, Unquoted(r))
+	}
+	want := []string{"keyword: compare", "keyword: step by step", "category: code", "tool: read_file", "text judged", "ignored 1 <system-reminder> block, 36 B"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Unquoted reasons mismatch (-want +got):\n%s\nfrom %q", diff, d.Reasons)
+	}
+}
+
 func TestAppendSize(t *testing.T) {
 	tests := []struct {
 		n    int

@@ -188,11 +188,14 @@ func (j *Judged) reasons(r []string) []string {
 	return r
 }
 
+// judgedPrefix opens the reason that quotes the words judged.
+const judgedPrefix = `text judged: "`
+
 // quote is the reason that quotes the words judged: their first 80 runes,
 // each run of white space as one space, "…" when cut.
 func quote(text string) string {
 	var buf [16 + quoteRunes*4 + 8]byte
-	b := append(buf[:0], `text judged: "`...)
+	b := append(buf[:0], judgedPrefix...)
 	n := 0
 	space := false
 	for i := 0; i < len(text); {
@@ -220,6 +223,19 @@ func quote(text string) string {
 		n++
 	}
 	return string(append(b, '"'))
+}
+
+// Unquoted is reason without the user's words: the reason that quotes the
+// words judged says only that they were ("text judged"); every other
+// reason names no more than counts, sizes, keywords and tags, and is
+// returned as it is. It is the form of the reasons that leave the proxy
+// where its content must not (an exported span without
+// telemetry.capture_content).
+func Unquoted(reason string) string {
+	if strings.HasPrefix(reason, judgedPrefix) {
+		return "text judged"
+	}
+	return reason
 }
 
 func isSpace(r rune) bool {

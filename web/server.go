@@ -705,7 +705,8 @@ func (s *Server) hostStates(node string) []hostState {
 	}
 	out := make([]hostState, len(hs))
 	for i, h := range hs {
-		out[i] = hostState{URL: h.URL, Status: "ready", InFlight: h.InFlight, Capabilities: h.Capabilities}
+		// What a host's server said of its model is passed on masked.
+		out[i] = hostState{URL: h.URL, Status: "ready", InFlight: h.InFlight, Capabilities: s.redact.EachValue(h.Capabilities)}
 		if h.Offline {
 			out[i].Status = "offline"
 		}

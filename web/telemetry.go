@@ -79,7 +79,7 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 			attribute.Int("chain.turns", tr.Turns),
 			attribute.Int("chain.stages", len(tr.Stages)),
 			attribute.Int("chain.loop_stops", tr.LoopStops()),
-			attribute.StringSlice("chain.reasons", tr.Reasons),
+			attribute.StringSlice("chain.reasons", chain.SpanReasons(tr.Reasons, s.cfg.Telemetry.CaptureContent)),
 			attribute.Int(chain.AttrChainInputTokens, u.PromptTokens),
 			attribute.Int(chain.AttrChainOutputTokens, u.CompletionTokens),
 		)
@@ -88,7 +88,7 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 	case err != nil:
 		span.SetAttributes(attribute.String("error.type", errorType(err, status)))
 		if status >= http.StatusInternalServerError {
-			span.SetStatus(codes.Error, s.redact.String(err.Error()))
+			span.SetStatus(codes.Error, s.redact.String(chain.SpanError(err, s.cfg.Telemetry.CaptureContent)))
 		}
 	case status >= http.StatusInternalServerError:
 		span.SetAttributes(attribute.String("error.type", strconv.Itoa(status)))

@@ -593,43 +593,50 @@ telemetry: {endpoint: %q, protocol: grpc}
 }
 
 // TestTelemetryErrorsSetStatus: a node that fails makes its model call,
-// its stage and the request error spans, each saying why.
+// its stage and the request error spans, each saying why: in the proxy's
+// words (the node, the HTTP status) without capture_content, with what the
+// node said only with it, since a node's message may quote the request.
 func TestTelemetryErrorsSetStatus(t *testing.T) {
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
-	endpoint, rec := startReceiver(t, config.ProtocolHTTP)
-	oa := fakeopenai.New(t, fakeopenai.Reply{Status: http.StatusInternalServerError, Error: "model crashed"})
-	proxy := startWiredStop(t, fmt.Sprintf(`
+	for _, capture := range []bool{false, true} {
+		t.Run(fmt.Sprintf("capture=%v", capture), func(t *testing.T) {
+			endpoint, rec := startReceiver(t, config.ProtocolHTTP)
+			oa := fakeopenai.New(t, fakeopenai.Reply{Status: http.StatusInternalServerError, Error: "model crashed"})
+			proxy := startWiredStop(t, fmt.Sprintf(`
 nodes:
   - {name: OL1, provider: openai, base_url: %q, model: small}
 chain:
   stages: [{node: OL1, max_turns: 1}]
   simple_node: OL1
 tools: {root: ""}
-telemetry: {endpoint: %q}
-`, oa.BaseURL(), endpoint))
-	resp, err := http.Post(proxy.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"chain/simple","messages":[{"role":"user","content":"hi"}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode < 500 {
-		t.Fatalf("status %d, want the node's failure", resp.StatusCode)
-	}
-	proxy.stop()
-	errored := map[string]string{}
-	for _, s := range rec.snapshot() {
-		if s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
-			errored[s.GetName()] = s.GetStatus().GetMessage()
-		}
-		if s.GetName() == "chat small" && attrs(s)["error.type"] != "500" {
-			t.Errorf("model call error.type %v, want the upstream's status", attrs(s)["error.type"])
-		}
-	}
-	for _, name := range []string{"POST /v1/chat/completions", "stage OL1", "chat small"} {
-		if !strings.Contains(errored[name], "model crashed") {
-			t.Errorf("span %q status message %q, want an error naming the cause", name, errored[name])
-		}
+telemetry: {endpoint: %q, capture_content: %v}
+`, oa.BaseURL(), endpoint, capture))
+			resp, err := http.Post(proxy.url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"chain/simple","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode < 500 {
+				t.Fatalf("status %d, want the node's failure", resp.StatusCode)
+			}
+			proxy.stop()
+			errored := map[string]string{}
+			for _, s := range rec.snapshot() {
+				if s.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR {
+					errored[s.GetName()] = s.GetStatus().GetMessage()
+				}
+				if s.GetName() == "chat small" && attrs(s)["error.type"] != "500" {
+					t.Errorf("model call error.type %v, want the upstream's status", attrs(s)["error.type"])
+				}
+			}
+			for _, name := range []string{"POST /v1/chat/completions", "stage OL1", "chat small"} {
+				msg := errored[name]
+				if !strings.Contains(msg, "node OL1: upstream status error (HTTP 500)") || strings.Contains(msg, "model crashed") != capture {
+					t.Errorf("span %q status message %q, want an error naming the node and status, and the node's message only with capture_content", name, msg)
+				}
+			}
+		})
 	}
 }
 

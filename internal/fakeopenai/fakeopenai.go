@@ -67,6 +67,9 @@ type Reply struct {
 	FinishReason string
 	// PromptTokens and CompletionTokens are the usage.
 	PromptTokens, CompletionTokens int
+	// Model is the model the answer says answered; the request's when
+	// empty.
+	Model string
 
 	// Status, when set, answers this HTTP status with an error body of
 	// Error, ErrorType and ErrorCode before anything is streamed.
@@ -309,6 +312,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := fmt.Sprintf("chatcmpl-fake%d", call)
+	if reply.Model != "" {
+		req.Model = reply.Model
+	}
 	if !req.Stream {
 		s.whole(w, r, id, req.Model, reply)
 		return

@@ -1,6 +1,9 @@
 package redact
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Stream masks r's configured secrets by value in text that arrives in
 // pieces (a model's streamed answer), where a secret may be split between
@@ -44,6 +47,24 @@ func (r Redactor) Values(s string) string {
 		return s
 	}
 	return r.r.Replace(s)
+}
+
+// EachValue is list with the configured secrets masked by value in each
+// string (Values); list itself, not copied, when none holds one. It is for
+// the lists a server sends that the proxy passes on (a model's
+// capabilities).
+func (r Redactor) EachValue(list []string) []string {
+	for i, v := range list {
+		if r.Values(v) == v {
+			continue
+		}
+		out := slices.Clone(list)
+		for j := i; j < len(out); j++ {
+			out[j] = r.Values(out[j])
+		}
+		return out
+	}
+	return list
 }
 
 // Flush returns what Feed held back: the text ended without completing a

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,4 +77,28 @@ func FuzzStream(f *testing.F) {
 			t.Fatalf("pieces of %d of %q: got %q, want %q", n, text, out.String(), want)
 		}
 	})
+}
+
+// TestEachValue: each string of a list is masked by value; a list that
+// holds no secret is returned as it is, and the caller's list is never
+// written to.
+func TestEachValue(t *testing.T) {
+	r := New("node-key-123456")
+	for _, tt := range []struct {
+		in, want []string
+		same     bool
+	}{
+		{nil, nil, true},
+		{[]string{"completion", "tools"}, []string{"completion", "tools"}, true},
+		{[]string{"tools", "x_node-key-123456", "node-key-123456"}, []string{"tools", "x_***", "***"}, false},
+	} {
+		in := slices.Clone(tt.in)
+		got := r.EachValue(in)
+		if !slices.Equal(got, tt.want) || !slices.Equal(in, tt.in) {
+			t.Errorf("EachValue(%q) = %q (list now %q), want %q and the list unchanged", tt.in, got, in, tt.want)
+		}
+		if same := len(got) > 0 && &got[0] == &in[0]; tt.same && len(got) > 0 && !same {
+			t.Errorf("EachValue(%q) copied a list without secrets", tt.in)
+		}
+	}
 }
