@@ -8,7 +8,7 @@ import (
 
 // CountTokens estimates the prompt tokens of msgs and tools for model, as
 // context fitting does: their characters at the characters-per-token ratio
-// calibrated for the node that would first receive them (the named node;
+// calibrated for the model of the node that would first receive them (the named node;
 // the first stage's for chain/reflexive; the simple node otherwise, since
 // most requests are simple). It reads no upstream: clients ask it before
 // every turn (Anthropic's count_tokens), and an estimate is what fitting
@@ -26,6 +26,9 @@ func (e *Engine) CountTokens(ctx context.Context, model string, msgs []Message, 
 	default:
 		node = e.cfg.Chain.SimpleNode
 	}
-	chars := memory.Chars(msgs) + toolChars(tools)
-	return memory.Tokens(chars, e.calibration.Ratio(ctx, node)), nil
+	ratio := memory.DefaultRatio
+	if n := e.nodes[node]; n != nil {
+		ratio = e.calibration.Ratio(ctx, n.Model)
+	}
+	return memory.Tokens(memory.Chars(msgs)+toolChars(tools), ratio), nil
 }

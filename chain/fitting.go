@@ -211,7 +211,7 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 	if s.cfg.tools {
 		offered = r.stageTools()
 	}
-	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
+	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
 	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolChars(offered), Ratio: ratio}
 	msgs := r.req.Messages
 	q := len(msgs) - 1
@@ -277,7 +277,7 @@ func (r *run) fit(ctx context.Context, s *stage, offered []Tool, tighten float64
 	if window == 0 || r.relay {
 		return fitted{msgs: s.msgs, chars: memory.Chars(s.msgs) + tc}, nil
 	}
-	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
+	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
 	in := memory.Input{
 		Msgs: s.msgs, Current: s.question(), Window: window, Reserve: r.reserve(window),
 		ToolChars: tc, Ratio: ratio, Tighten: tighten, ThinkingSent: sendsThinking(s.node),
@@ -320,7 +320,7 @@ func (r *run) observe(ctx context.Context, s *stage, f fitted, usage *Usage) {
 	if usage == nil || usage.PromptTokens <= 0 || r.relay {
 		return
 	}
-	r.e.calibration.Observe(ctx, s.node.Name, f.chars, usage.PromptTokens)
+	r.e.calibration.Observe(ctx, s.node.Model, f.chars, usage.PromptTokens)
 	if ct := s.st.Context; ct != nil {
 		ct.ReportedTokens = max(ct.ReportedTokens, usage.PromptTokens)
 		if usage.PromptTokens >= ct.Window {
@@ -329,11 +329,13 @@ func (r *run) observe(ctx context.Context, s *stage, f fitted, usage *Usage) {
 	}
 }
 
-// refitFactor is how much a node's ratio drops, and its budget tightens,
-// after it refused a prompt estimated to fit. Ollama's refusal gives no
-// numbers, so one retry must land well inside the window: half the
-// characters per token and half the budget, four times fewer characters,
-// covers a byte-level tokenizer taken for an English one.
+// refitFactor is how much a model's ratio drops (memory.Calibration.Refused),
+// and the retry's budget tightens, after it refused a prompt estimated to
+// fit. Ollama's refusal gives no numbers, so one retry must land well
+// inside the window: half the characters per token and half the budget,
+// four times fewer characters, covers a byte-level tokenizer taken for an
+// English one. The retry's reported prompt tokens then set the ratio the
+// next requests to the model start from.
 const refitFactor = 0.5
 
 // errSummarySpent is the summarizer's answer to a second request for a
@@ -363,7 +365,7 @@ func (f *folder) Window(ctx context.Context) (int, float64) {
 		// smallest window of the small models the chain is for.
 		w = defaultOllamaWindow
 	}
-	return w, f.r.e.calibration.Ratio(ctx, n.Name)
+	return w, f.r.e.calibration.Ratio(ctx, n.Model)
 }
 
 func (f *folder) Cached(ctx context.Context, key string) (memory.Summary, bool) {
@@ -449,13 +451,14 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 		}
 		if _, over := contextOverflow(err); over {
 			// Its tokenizer is denser than estimated: the stage's own call
-			// to the same node learns from it.
-			r.e.calibration.Scale(n.Name, refitFactor)
+			// to the same model learns from it.
 			r.e.learnWindow(ctx, n)
+			w, _ := f.Window(ctx)
+			r.e.calibration.Refused(ctx, n.Model, memory.Chars(prompt), w, refitFactor)
 		}
 		mc.Error = err.Error()
 	} else if usage != nil {
-		r.e.calibration.Observe(ctx, n.Name, memory.Chars(prompt), usage.PromptTokens)
+		r.e.calibration.Observe(ctx, n.Model, memory.Chars(prompt), usage.PromptTokens)
 	}
 	// A thinking model may open its answer with a <think> block.
 	var ts ThinkSplitter

@@ -546,10 +546,11 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 	}
 	if detail, over := contextOverflow(err); over && !r.relay && !r.streamed {
 		// The node refused a prompt the estimate said fits: its window
-		// is smaller, or its tokenizer denser, than known. Learn both and
-		// fit harder, once.
+		// is smaller, or its tokenizer denser, than known. Learn both,
+		// for this request and the next ones to the model, and fit
+		// harder, once.
 		r.e.learnWindow(ctx, s.node)
-		r.e.calibration.Scale(s.node.Name, refitFactor)
+		r.e.calibration.Refused(ctx, s.node.Model, f.chars, r.e.Window(s.node), refitFactor)
 		if f, err = r.fit(ctx, s, offered, refitFactor); err != nil {
 			return Message{}, err
 		}

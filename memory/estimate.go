@@ -13,8 +13,8 @@ import (
 // tokens in the templates Ollama ships).
 const MessageOverhead = 16
 
-// DefaultRatio is the characters per token assumed for a node until a call
-// has reported its prompt tokens: English prose runs near four with the
+// DefaultRatio is the characters per token assumed for a model until a
+// call has reported its prompt tokens: English prose runs near four with the
 // tokenizers of current models.
 const DefaultRatio = 4.0
 
@@ -98,20 +98,24 @@ const ratioTTL = 7 * 24 * time.Hour
 // enough to follow the others, rarely enough to cost nothing per call.
 const ratioRefresh = time.Minute
 
-// Calibration keeps each node's characters-per-token ratio, learned from
-// the prompt tokens its calls report. It is safe for concurrent use.
+// Calibration keeps each model's characters-per-token ratio, learned from
+// the prompt tokens its calls report and from the prompts it refuses. It is
+// kept per model, not per node: the tokenizer is the model's, and every
+// node that runs the model (two stages on one small model, the simple node
+// and a stage) learns from each one's calls. It is safe for concurrent use.
 type Calibration struct {
 	kv  KV // nil: this process only
 	now func() time.Time
 
-	mu    sync.Mutex
-	nodes map[string]*ratio
+	mu     sync.Mutex
+	models map[string]*ratio
 }
 
 type ratio struct {
 	value float64
-	// observed: a call has reported on the node; until then the value is
-	// a guess, which the first report replaces rather than nudges.
+	// observed: a call has reported on the model; until then the value is
+	// a guess (the default, or what a refusal taught), which the first
+	// report replaces rather than nudges.
 	observed bool
 	read     time.Time // when the shared value was last read
 	saved    float64   // the value last written to the KV
@@ -120,18 +124,24 @@ type ratio struct {
 // NewCalibration returns a Calibration that shares its ratios through kv
 // (nil: kept in process).
 func NewCalibration(kv KV) *Calibration {
-	return &Calibration{kv: kv, now: time.Now, nodes: map[string]*ratio{}}
+	return &Calibration{kv: kv, now: time.Now, models: map[string]*ratio{}}
 }
 
-// Ratio returns node's characters per token: the learned one, else
-// DefaultRatio. The shared value is read at most once a minute.
-func (c *Calibration) Ratio(ctx context.Context, node string) float64 {
-	c.mu.Lock()
-	r, ok := c.nodes[node]
+// entry returns model's ratio, made at DefaultRatio if new; c.mu is held.
+func (c *Calibration) entry(model string) *ratio {
+	r, ok := c.models[model]
 	if !ok {
 		r = &ratio{value: DefaultRatio}
-		c.nodes[node] = r
+		c.models[model] = r
 	}
+	return r
+}
+
+// Ratio returns model's characters per token: the learned one, else
+// DefaultRatio. The shared value is read at most once a minute.
+func (c *Calibration) Ratio(ctx context.Context, model string) float64 {
+	c.mu.Lock()
+	r := c.entry(model)
 	now := c.now()
 	stale := c.kv != nil && now.Sub(r.read) >= ratioRefresh
 	if stale {
@@ -142,7 +152,7 @@ func (c *Calibration) Ratio(ctx context.Context, node string) float64 {
 	if !stale {
 		return v
 	}
-	data, ok, err := c.kv.Get(ctx, ratioPrefix+node)
+	data, ok, err := c.kv.Get(ctx, ratioPrefix+model)
 	if err != nil || !ok {
 		return v
 	}
@@ -156,21 +166,21 @@ func (c *Calibration) Ratio(ctx context.Context, node string) float64 {
 	return f
 }
 
-// Observe learns from a call to node whose prompt weighed chars characters
+// Observe learns from a call to model whose prompt weighed chars characters
 // and was reported as tokens tokens. The ratio moves a third of the way to
 // what the call says, so one odd report does not swing it; it is shared
 // when it has moved by more than 2% since last written.
-func (c *Calibration) Observe(ctx context.Context, node string, chars, tokens int) {
+func (c *Calibration) Observe(ctx context.Context, model string, chars, tokens int) {
 	if chars <= 0 || tokens <= 0 {
 		return
 	}
 	seen := min(max(float64(chars)/float64(tokens), minRatio), maxRatio)
 	c.mu.Lock()
-	r, ok := c.nodes[node]
+	r, ok := c.models[model]
 	switch {
 	case !ok:
 		r = &ratio{value: seen, read: c.now()}
-		c.nodes[node] = r
+		c.models[model] = r
 	case !r.observed:
 		r.value = seen
 	default:
@@ -184,21 +194,40 @@ func (c *Calibration) Observe(ctx context.Context, node string, chars, tokens in
 	}
 	c.mu.Unlock()
 	if share {
-		// Best effort: a store that fails keeps the ratio in process.
-		_ = c.kv.Set(ctx, ratioPrefix+node, strconv.AppendFloat(nil, v, 'f', 3, 64), ratioTTL)
+		c.share(ctx, model, v)
 	}
 }
 
-// Scale lowers node's ratio by factor (0 < factor < 1) after it refused a
-// prompt estimated to fit: its tokenizer packs fewer characters a token
-// than the ratio said.
-func (c *Calibration) Scale(node string, factor float64) {
+// Refused learns from a prompt of chars characters that model refused as
+// longer than its window of window tokens, though the estimate said it
+// fits: its tokenizer packs fewer characters a token than the ratio said,
+// and fewer than chars/window (the prompt held more than window tokens).
+// The ratio drops to factor (0 < factor < 1) times what it was, or to that
+// bound when lower, no lower than the floor, and is shared at once: the
+// refusal costs the model's first request a second call, and the next
+// requests to the model, on every replica, start from what it taught
+// rather than be refused in turn. The next report replaces it.
+func (c *Calibration) Refused(ctx context.Context, model string, chars, window int, factor float64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.nodes[node]
-	if !ok {
-		r = &ratio{value: DefaultRatio, read: c.now()}
-		c.nodes[node] = r
+	r := c.entry(model)
+	v := r.value * factor
+	if chars > 0 && window > 0 {
+		v = min(v, float64(chars)/float64(window))
 	}
-	r.value = max(r.value*factor, minRatio)
+	v = min(max(v, minRatio), maxRatio)
+	r.value, r.observed = v, false
+	share := c.kv != nil
+	if share {
+		r.saved, r.read = v, c.now()
+	}
+	c.mu.Unlock()
+	if share {
+		c.share(ctx, model, v)
+	}
+}
+
+// share writes model's ratio v to the KV. Best effort: a store that fails
+// keeps the ratio in process. It outlives the request that learned it.
+func (c *Calibration) share(ctx context.Context, model string, v float64) {
+	_ = c.kv.Set(context.WithoutCancel(ctx), ratioPrefix+model, strconv.AppendFloat(nil, v, 'f', 3, 64), ratioTTL)
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 )
@@ -120,5 +121,45 @@ func TestEstimateRules(t *testing.T) {
 	in := &Input{Window: 4096, Reserve: 1024, Ratio: 4, ToolChars: 500}
 	if got, want := in.Budget(), 11059-500; got != want {
 		t.Errorf("budget %d, want %d", got, want)
+	}
+}
+
+// A refusal teaches a ratio: half the one that failed, no more than the
+// refused prompt's characters per window token, no less than the floor.
+// It is shared at once, and the next report replaces it.
+func TestRefusedRules(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name          string
+		before        float64 // the ratio when refused (0: never observed)
+		chars, window int
+		want          float64
+	}{
+		{"default ratio", 0, 11736, 4096, 2},
+		{"bounded by the prompt", 6, 6000, 4096, 1.465},
+		{"at the floor", 1, 5000, 4096, 1},
+		{"window unknown", 0, 5000, 0, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kv := &memKV{}
+			c := NewCalibration(kv)
+			if tt.before > 0 {
+				c.Observe(ctx, "m", int(tt.before*1000), 1000)
+			}
+			c.Refused(ctx, "m", tt.chars, tt.window, 0.5)
+			if got := c.Ratio(ctx, "m"); math.Abs(got-tt.want) > 0.01 {
+				t.Errorf("Ratio after Refused = %.3f, want %.3f", got, tt.want)
+			}
+			// Another replica starts from it.
+			if got := NewCalibration(kv).Ratio(ctx, "m"); math.Abs(got-tt.want) > 0.01 {
+				t.Errorf("replica's Ratio = %.3f, want %.3f", got, tt.want)
+			}
+			// A report is taken as it is, not nudged from the guess.
+			c.Observe(ctx, "m", 3000, 1000)
+			if got := c.Ratio(ctx, "m"); math.Abs(got-3) > 0.01 {
+				t.Errorf("Ratio after a report of 3 = %.3f, want 3", got)
+			}
+		})
 	}
 }
