@@ -5,7 +5,7 @@
 // Small local models have small windows (Ollama runs one with 4,096 tokens
 // unless told otherwise) and an upstream that gets a longer prompt cuts it
 // silently, from the front: the user's question goes first. So before each
-// model call the engine measures the prompt (Estimate, calibrated per node
+// model call the engine measures the prompt (Estimate, calibrated per model
 // from the prompt tokens each call reports) and, when it does not fit, asks
 // Fit for one that does, in a fixed order that never loses the user's
 // words: older tool results are shortened, every earlier question is kept

@@ -68,7 +68,7 @@ type Input struct {
 	Window, Reserve int
 	// ToolChars is what the tool definitions offered weigh (Chars' unit).
 	ToolChars int
-	// Ratio is the node's characters per token (Calibration.Ratio).
+	// Ratio is the node's model's characters per token (Calibration.Ratio).
 	Ratio  float64
 	Shares Shares
 	// Tighten is applied to the budget, in (0, 1]: lower after the node
