@@ -128,9 +128,22 @@ var backgroundRequests = []struct{ opening, name string }{
 }
 
 // backgroundSystems are requests clients make of their own that are known
-// by their system message, their user message holding the user's words:
-// the system message opens with the first text and holds the second.
+// by their system message, their user message holding the user's words or
+// a task that varies from run to run: the system message opens with the
+// first text and holds the second.
 var backgroundSystems = []struct{ opening, holds, name string }{
+	// Qwen Code's managed memory dream, run in the background once five
+	// sessions (and a day) have passed since the last one: an agent of its
+	// own, with file tools, its system prompt DREAM_AGENT_SYSTEM_PROMPT
+	// and its one user message the consolidation task, which opens with
+	// the memory directory's path ("Memory directory: `…`", what the
+	// traces list would show) (packages/core/src/memory/dreamAgentPlanner.ts,
+	// DREAM_AGENT_SYSTEM_PROMPT and buildConsolidationTaskPrompt; read from
+	// the bundle of @qwen-code/qwen-code 0.24.4, web/testdata/agents/npm).
+	// Its phases and "Merge duplicates" made it reflexive. /dream sends
+	// the same task in the user's own chat, at the user's word: that one
+	// is judged as the user's.
+	{"You are performing a managed memory dream \u2014 a reflective pass over durable memory files.", "Update the MEMORY.md index to accurately reflect surviving files.", "Qwen Code's memory dream"},
 	// Open WebUI's tool selection, made before the answer when a chat has
 	// tools on and the model's function calling is "Default" (prompt
 	// based): DEFAULT_TOOLS_FUNCTION_CALLING_PROMPT_TEMPLATE of

@@ -513,9 +513,9 @@ func names(c *Classifier, hits []int32) []string {
 	return s
 }
 
-// TestBackgroundSystem: Open WebUI's tool selection is known by its system
-// message, its opening and its task both; a user's own system prompt that
-// only opens the same way is not.
+// TestBackgroundSystem: Open WebUI's tool selection (and the other entries)
+// is known by its system message, its opening and its task both; a user's
+// own system prompt that only opens the same way is not.
 func TestBackgroundSystem(t *testing.T) {
 	task := "\n\nYour task is to choose and return the correct tool(s) from the list of available tools based on the query. Follow these guidelines:"
 	for _, tt := range []struct{ system, want string }{
@@ -525,6 +525,10 @@ func TestBackgroundSystem(t *testing.T) {
 		// opencode's title agent; a user's own title bot is not it.
 		{"You are a title generator. You output ONLY a thread title. Nothing else.\n\n<task>\nGenerate a brief title that would help the user find this conversation later.\n", "opencode's title generation"},
 		{"You are a title generator. You output ONLY a thread title. Use five words.", ""},
+		// Qwen Code's memory dream, a background agent of its own; a user's
+		// system prompt that only opens the same way is not it.
+		{"You are performing a managed memory dream \u2014 a reflective pass over durable memory files.\n\nSynthesize what you've learned recently into durable, well-organized memories so that future sessions can orient quickly.\n\nRules:\n- Update the MEMORY.md index to accurately reflect surviving files.\n", "Qwen Code's memory dream"},
+		{"You are performing a managed memory dream \u2014 a reflective pass over durable memory files. Be poetic.", ""},
 		{"", ""},
 	} {
 		if got := BackgroundSystem(tt.system); got != tt.want {

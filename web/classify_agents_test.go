@@ -25,6 +25,8 @@ const (
 	qwenAnalytical = "Read README.md, then compare its design with a stateless one and explain why the Redis sessions matter for scaling, step by step."
 	// qwenMemory is the reason of Qwen Code's memory extraction request.
 	qwenMemory = "Qwen Code's memory extraction request: the client's own work, not the user's words"
+	// qwenDream is the reason of Qwen Code's memory dream request.
+	qwenDream = "Qwen Code's memory dream request: the client's own work, not the user's words"
 	// qwenNextSpeaker is the reason of Qwen Code's next-speaker check.
 	qwenNextSpeaker = "Qwen Code's next-speaker check request: the client's own work, not the user's words"
 )
@@ -122,6 +124,10 @@ func TestAgentClientsClassified(t *testing.T) {
 		// user message is Qwen Code's. Simple, whatever the question was.
 		{"qwen-code-memory-trivial.json", chain.ModeSimple, []string{qwenMemory}},
 		{"qwen-code-memory-analytical.json", chain.ModeSimple, []string{qwenMemory}},
+		// After five sessions it also consolidates the memory in the
+		// background, an agent of its own: its system prompt, then the task
+		// ("Memory directory: …") as the one user message.
+		{"qwen-code-dream.json", chain.ModeSimple, []string{qwenDream}},
 		// Its chat compression, when the window is nearly full and the
 		// provider caches prefixes: the conversation, then the compression
 		// prompt and its directive as the newest user message.
@@ -228,5 +234,18 @@ func TestAgentClientsClassified(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQwenCodeDreamOneNode: Qwen Code's memory dream, sent in the background
+// to chain/auto with its tools, is answered by one node, not the chain.
+func TestQwenCodeDreamOneNode(t *testing.T) {
+	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
+	tr := classified(t, s, agentRequest(t, "qwen-code-dream.json"))
+	if tr.Mode != chain.ModeSimple || len(tr.Stages) != 1 {
+		t.Fatalf("mode %q, %d stages (reasons %q), want simple, one node", tr.Mode, len(tr.Stages), tr.Reasons)
+	}
+	if !slices.Contains(tr.Reasons, qwenDream) {
+		t.Errorf("reasons %q, want %q among them", tr.Reasons, qwenDream)
 	}
 }
