@@ -110,25 +110,23 @@ func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistor
 	limit := r.e.cfg.Tools.MaxArgsBytes
 	for i, j := range JudgeClientCalls(calls, r.req.ClientTools, history, r.e.cfg.Antiloop.MaxPolls) {
 		c := calls[i]
-		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: j.Status, Result: j.Reason}
+		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: j.Status, Result: j.Reason, Client: true, StartMS: time.Since(r.t0).Milliseconds()}
 		switch {
 		case limit > 0 && len(c.Arguments) > limit:
 			u.Status, u.Result = ToolError, argsTooLong(c.Name, limit)
 			tooLong = append(tooLong, c)
 		case j.Status == ToolOK:
-			u.Result = "returned to the client to execute"
+			// Recorded as the chain records its client calls: passed on,
+			// not run (the result is the next request's).
+			u.Status, u.Result = ToolClient, clientPassed
 			keep = append(keep, c)
 		case j.Status == ToolBlocked:
 			looping = append(looping, loopCall{call: c, ids: j.Earlier})
 		}
 		if s.span != nil {
 			// The client runs what passes: its span is the hand-over.
-			tu, now := u, time.Now()
-			tu.Client = true
-			if tu.Status == ToolOK {
-				tu.Status = ToolClient
-			}
-			r.toolSpan(s, c.ID, &tu, now, now)
+			now := time.Now()
+			r.toolSpan(s, c.ID, &u, now, now)
 		}
 		s.st.ToolsUsed = append(s.st.ToolsUsed, u)
 	}

@@ -72,7 +72,7 @@ func TestClientToolsBatchDedup(t *testing.T) {
 	for _, u := range res.Trace.Stages[0].ToolsUsed {
 		stat = append(stat, u.Status)
 	}
-	if want := []string{"ok", "duplicate", "ok"}; !equalSlices(stat, want) {
+	if want := []string{"client", "duplicate", "client"}; !equalSlices(stat, want) {
 		t.Errorf("tool statuses = %v, want %v", stat, want)
 	}
 }

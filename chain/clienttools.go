@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +22,9 @@ const StageAwaitingClient = "awaiting_client"
 // ToolClient is the status of a client tool call passed back to the client
 // and not yet answered.
 const ToolClient = "client"
+
+// clientPassed is the trace's result of a call passed to the client.
+const clientPassed = "passed to the client to run; its result comes with the next request"
 
 // pendingCall is a client tool call passed back to the client. Use is its
 // index in the stage's ToolsUsed, updated when the result comes back.
@@ -43,19 +48,19 @@ func (r *run) clientNames() map[string]bool {
 }
 
 // stageTools is what a stage with tools is offered: the server tools and,
-// in the reflexive chain, the client's tools beside them. A client tool
-// replaces the server tool of the same name for the request. tool_choice
-// "none" keeps the client's tools out; "required" and a named function
-// bind one model's answer, which in the chain no stage gives alone, so
-// they offer the tools as "auto" does.
+// in the reflexive chain, the client's tools beside them, less the server
+// tools they hide (hiddenTools). tool_choice "none" keeps the client's
+// tools out; "required" and a named function bind one model's answer,
+// which in the chain no stage gives alone, so they offer the tools as
+// "auto" does.
 func (r *run) stageTools() []Tool {
 	if !r.offersClientTools() {
 		return r.tv.specs
 	}
-	client := r.clientNames()
+	hidden := r.hiddenTools()
 	out := make([]Tool, 0, len(r.tv.specs)+len(r.req.ClientTools))
 	for _, t := range r.tv.specs {
-		if !client[t.Name] {
+		if !hidden[t.Name] {
 			out = append(out, t)
 		}
 	}
@@ -67,6 +72,65 @@ func (r *run) stageTools() []Tool {
 // tool_choice is "none".
 func (r *run) offersClientTools() bool {
 	return r.trace.Mode == ModeReflexive && len(r.req.ClientTools) > 0 && r.req.ToolChoice.Mode != "none"
+}
+
+// hiddenTools is the set of server tools the request's client tools keep
+// from the chain's stages, made once: each one a client tool of the same
+// name replaces and, once a client tool works on files (clientFileTool),
+// every built-in file tool, unless tools.file_tools_with_client_tools.
+// The client's tools work on the client's machine, the built-ins on the
+// proxy's tools.root: a stage offered both lists one folder and reads
+// another, and answers from the two mixed. A hidden tool is not offered,
+// and a call to it is refused as one to an unknown tool (hiddenCall).
+func (r *run) hiddenTools() map[string]bool {
+	if r.hidden != nil || !r.offersClientTools() {
+		return r.hidden
+	}
+	client := r.clientNames()
+	files := !r.e.cfg.Tools.FileToolsWithClientTools && slices.ContainsFunc(r.req.ClientTools, clientFileTool)
+	r.hidden = make(map[string]bool, len(r.tv.names))
+	for _, n := range r.tv.names {
+		if client[n] || files && builtinFileTool(n) {
+			r.hidden[n] = true
+		}
+	}
+	return r.hidden
+}
+
+// hiddenCall reports whether a call of the chain names a server tool the
+// client's tools hide: it is not run, whatever the model knows of it.
+func (r *run) hiddenCall(name string) bool {
+	return r.hiddenTools()[name] && !r.clientNames()[name]
+}
+
+// builtinFileTool reports whether name is one of the built-in file tools,
+// which work on tools.root. No HTTP tool may take their names, and MCP
+// tools are prefixed.
+func builtinFileTool(name string) bool {
+	return name == tools.ListDir || name == tools.ReadFile || name == tools.SearchFiles
+}
+
+// clientFileTool reports whether a client tool works on the client's files:
+// one of its arguments names a path (path, file_path, filePath,
+// absolute_path, dir_path, notebook_path, paths, directory, filename) or a
+// shell command, which reads and writes them as well (Qwen Code's
+// run_shell_command, Claude Code's Bash, Codex CLI's shell).
+func clientFileTool(t Tool) bool {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(t.Parameters, &s) != nil {
+		return false
+	}
+	for k := range s.Properties {
+		k = strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
+		switch {
+		case strings.HasSuffix(k, "path"), strings.HasSuffix(k, "paths"),
+			k == "directory", k == "dir", k == "filename", k == "command", k == "cmd":
+			return true
+		}
+	}
+	return false
 }
 
 // offeredNames names the tools a stage with tools is offered, for its
@@ -84,7 +148,7 @@ func (r *run) offeredNames() []string {
 }
 
 // clientToolReasons says, for the trace, which client tools the chain
-// offers and which server tools they replace.
+// offers and which server tools they hide.
 func (r *run) clientToolReasons() []string {
 	if len(r.req.ClientTools) == 0 {
 		return nil
@@ -97,11 +161,25 @@ func (r *run) clientToolReasons() []string {
 		names[i] = t.Name
 	}
 	out := []string{"client tools offered to the stages with tools: " + strings.Join(names, ", ")}
-	client := r.clientNames()
+	client, hidden := r.clientNames(), r.hiddenTools()
+	var files []string
 	for _, n := range r.tv.names {
-		if client[n] {
+		switch {
+		case client[n]:
 			out = append(out, "client tool "+n+" replaces the server tool "+n+" for this request")
+		case hidden[n]:
+			files = append(files, n)
 		}
+	}
+	if len(files) > 0 {
+		// Named whole, the replaced one included: the family goes together.
+		var all []string
+		for _, n := range r.tv.names {
+			if builtinFileTool(n) {
+				all = append(all, n)
+			}
+		}
+		out = append(out, "the client's tools work on its own files: the server's file tools "+strings.Join(all, ", ")+" are not offered (tools.file_tools_with_client_tools)")
 	}
 	return out
 }
@@ -200,7 +278,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 		default:
 			s.fmtErrs = 0
 			firstOf[sig] = true
-			u.Status, u.Result = ToolClient, "passed to the client to run; its result comes with the next request"
+			u.Status, u.Result = ToolClient, clientPassed
 			c.ID = cmp.Or(r.req.ClientCallID, newCallID())
 			s.awaiting = append(s.awaiting, pendingCall{ID: c.ID, Name: c.Name, Args: c.Arguments, Use: len(s.st.ToolsUsed), Sig: sig})
 		}
@@ -267,7 +345,7 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		// The round trip: from the call passed to the client to its
 		// result, in the chain's first request's time (resume).
 		u.DurationMS = time.Since(r.t0).Milliseconds() - u.StartMS
-		if clientError(res) {
+		if clientError(res) || r.missesRequired(p) {
 			u.Status = ToolError
 		}
 		if s.clientRes == nil {
@@ -306,13 +384,50 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 	return nil
 }
 
-// clientError reads a client's tool result as a failure when it says so:
-// OpenAI's tool messages carry no error flag, and agent frameworks
-// (LangChain's ToolMessage, the AI SDK) write a failed tool as text that
-// starts with "Error".
+// clientError reads a client's tool result as a failure when it says so.
+// OpenAI's tool messages carry no error flag, so the text tells: agent
+// frameworks (LangChain's ToolMessage, the AI SDK) write a failed tool as
+// text that starts with "Error", and so does the Anthropic front for a
+// tool_result with is_error; Claude Code wraps its failures in
+// <tool_use_error> (what a router hands on of them); Qwen Code's tool
+// message for arguments its validator refused is the validator's text
+// alone, "params must have required property 'file_path'" or
+// "params/limit must be integer" (SchemaValidator.validate, Ajv's
+// errorsText with dataVar "params", in the bundle of @qwen-code/qwen-code
+// 0.24.4, web/testdata/agents/npm; on its Anthropic wire it sets is_error).
 func clientError(res string) bool {
 	t := strings.TrimSpace(res)
-	return len(t) >= 5 && strings.EqualFold(t[:5], "error")
+	switch {
+	case len(t) >= 5 && strings.EqualFold(t[:5], "error"),
+		strings.HasPrefix(t, "<tool_use_error>"),
+		strings.HasPrefix(t, "params must "), strings.HasPrefix(t, "params/") && strings.Contains(t, " must "),
+		strings.HasPrefix(t, "Value of params must be an object"):
+		return true
+	}
+	return false
+}
+
+// missesRequired reports whether a call passed to the client lacked an
+// argument its tool's schema requires: whatever the client's text says,
+// no client ran it.
+func (r *run) missesRequired(p pendingCall) bool {
+	i := slices.IndexFunc(r.req.ClientTools, func(t Tool) bool { return t.Name == p.Name })
+	if i < 0 {
+		return false
+	}
+	var schema struct {
+		Required []string `json:"required"`
+	}
+	var args map[string]json.RawMessage
+	if json.Unmarshal(r.req.ClientTools[i].Parameters, &schema) != nil || len(schema.Required) == 0 || json.Unmarshal([]byte(p.Args), &args) != nil {
+		return false
+	}
+	for _, k := range schema.Required {
+		if _, ok := args[k]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // newCallID issues the ID of a client call, unless the caller names it

@@ -39,6 +39,9 @@ type run struct {
 	tv *toolView
 	// client is the set of the request's client tool names (clientNames).
 	client map[string]bool
+	// hidden is the set of server tools the client's tools keep from the
+	// stages (hiddenTools).
+	hidden map[string]bool
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
 	// relay: a node named directly; its prompt is the client's business

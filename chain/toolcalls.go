@@ -79,7 +79,12 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return nil
 	}
 	args := []byte(c.Arguments)
-	if err := r.e.runner.Check(c.Name, args); err != nil {
+	err := r.e.runner.Check(c.Name, args)
+	if err == nil && r.hiddenCall(c.Name) {
+		// Not offered: the client's own tools stand in for it.
+		err = fmt.Errorf("%w: %s", tools.ErrUnknownTool, c.Name)
+	}
+	if err != nil {
 		u.Status = ToolError
 		u.Result = checkNote(c.Name, err, s.tools, r.tv.names)
 		s.fmtErrs++

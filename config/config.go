@@ -279,6 +279,12 @@ type Tools struct {
 	// MaxArgsBytes caps the arguments of one tool call: a longer call is
 	// refused with an error the model sees (default 256 KiB).
 	MaxArgsBytes int `yaml:"max_args_bytes" json:"max_args_bytes"`
+	// FileToolsWithClientTools offers the built-in file tools to the chain
+	// beside a client's own file tools; by default a client that brings
+	// tools working on files (a path or a shell command argument) gets
+	// the chain's stages offered its tools and not the built-ins, which
+	// work on another filesystem (tools.root).
+	FileToolsWithClientTools bool `yaml:"file_tools_with_client_tools" json:"file_tools_with_client_tools"`
 	// HTTP declares tools served by HTTP endpoints.
 	HTTP []HTTPTool `yaml:"http" json:"http,omitempty"`
 	// MCP declares MCP servers whose tools are offered as <name>__<tool>.
