@@ -238,7 +238,9 @@ func TestAgentClientsClassified(t *testing.T) {
 }
 
 // TestQwenCodeDreamOneNode: Qwen Code's memory dream, sent in the background
-// to chain/auto with its tools, is answered by one node, not the chain.
+// to chain/auto with its tools, is answered by one node, not the chain, and
+// the traces list names it rather than its task's first line ("Memory
+// directory: …").
 func TestQwenCodeDreamOneNode(t *testing.T) {
 	s := newTestServer(t, testConfig, func(c *config.Config) { c.Server.MaxBodyBytes = 1 << 20 })
 	tr := classified(t, s, agentRequest(t, "qwen-code-dream.json"))
@@ -247,5 +249,17 @@ func TestQwenCodeDreamOneNode(t *testing.T) {
 	}
 	if !slices.Contains(tr.Reasons, qwenDream) {
 		t.Errorf("reasons %q, want %q among them", tr.Reasons, qwenDream)
+	}
+	resp, err := http.Get(s.URL + "/v1/chain/traces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list traceList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || len(list.Data) != 1 {
+		t.Fatalf("list %+v, err %v", list, err)
+	}
+	if got, want := list.Data[0].Question, "(Qwen Code's memory dream request)"; got != want {
+		t.Errorf("listed as %q, want %q", got, want)
 	}
 }
