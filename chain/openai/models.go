@@ -29,6 +29,16 @@ type modelList struct {
 	Error json.RawMessage `json:"error"`
 }
 
+// sameModel reports whether a listed model id is the configured model:
+// the same name, or, for a name without a tag, its ":latest" (Ollama's
+// /v1/models lists "tiny:latest" for the model its API and CLI also take
+// as "tiny"). The tag follows the name's last "/", as a registry's port
+// comes before it ("registry.local:5000/tiny").
+func sameModel(listed, model string) bool {
+	name := model[strings.LastIndex(model, "/")+1:]
+	return listed == model || !strings.Contains(name, ":") && listed == model+":latest"
+}
+
 // Describe looks the node's model up in GET /v1/models. A server that lists
 // models but not this one lacks it; a server that lists none (some serve
 // one model and list nothing) is taken at its word that it has it. The
@@ -74,7 +84,7 @@ func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
 		return chain.ModelInfo{}, nil
 	}
 	for _, m := range list.Data {
-		if m.ID == b.node.Model {
+		if sameModel(m.ID, b.node.Model) {
 			return chain.ModelInfo{Capabilities: m.Capabilities, Window: m.MaxModelLen}, nil
 		}
 	}
