@@ -7,6 +7,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -106,8 +107,18 @@ type Node struct {
 	// (<tool_call>{…}</tool_call>, a bare JSON call, [TOOL:name:{json}])
 	// into real calls. Nil means on: see TextCalls.
 	TextToolCalls *bool `yaml:"text_tool_calls" json:"text_tool_calls,omitempty"`
-	// Timeout bounds one upstream call, streaming included.
+	// Timeout bounds one whole upstream call. Zero (unset) is
+	// DefaultCallTimeout for a call answered whole and no bound for a
+	// streamed one, which a slow model may write for many minutes: see
+	// CallTimeout.
 	Timeout time.Duration `yaml:"timeout" json:"timeout"`
+	// FirstByteTimeout bounds the wait for an upstream call's first byte
+	// (a model loading, a long prompt read); default timeout, else
+	// DefaultCallTimeout.
+	FirstByteTimeout time.Duration `yaml:"first_byte_timeout" json:"first_byte_timeout"`
+	// IdleTimeout bounds the longest silence of an upstream call after its
+	// first byte; default timeout, else DefaultCallTimeout.
+	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// ConnectTimeout bounds establishing the connection; a node that does
 	// not connect in time is treated as offline.
 	ConnectTimeout time.Duration `yaml:"connect_timeout" json:"connect_timeout"`
@@ -152,6 +163,20 @@ func (n Node) Hosts() []string {
 // unless text_tool_calls is false, since small models write them whatever
 // they are served with.
 func (n Node) TextCalls() bool { return n.TextToolCalls == nil || *n.TextToolCalls }
+
+// DefaultCallTimeout bounds an upstream call answered whole, and the wait
+// for a call's first byte and its silences, when the node does not say.
+const DefaultCallTimeout = 120 * time.Second
+
+// CallTimeout is the bound on one whole upstream call: timeout when set,
+// else DefaultCallTimeout for a call answered whole and none (0) for a
+// streamed one, whose first byte and silences are bounded on their own.
+func (n Node) CallTimeout(streamed bool) time.Duration {
+	if n.Timeout > 0 || streamed {
+		return n.Timeout
+	}
+	return DefaultCallTimeout
+}
 
 // Concurrency is the node's effective concurrency limit (0 = unlimited).
 func (n Node) Concurrency() int {
@@ -624,8 +649,13 @@ func (c *Config) clone() *Config {
 func (c *Config) fillNodeDefaults() {
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
-		if n.Timeout == 0 {
-			n.Timeout = 120 * time.Second
+		// Unset, they keep what timeout bounded before they were keys of
+		// their own: a file that set timeout: 10m for a slow box waits as
+		// long for a first byte as it did.
+		for _, d := range []*time.Duration{&n.FirstByteTimeout, &n.IdleTimeout} {
+			if *d == 0 {
+				*d = cmp.Or(n.Timeout, DefaultCallTimeout)
+			}
 		}
 		if n.ConnectTimeout == 0 {
 			n.ConnectTimeout = 2 * time.Second
@@ -757,6 +787,12 @@ func (c *Config) Validate() error {
 		}
 		if n.Timeout < 0 {
 			bad(p+".timeout", "must be positive")
+		}
+		if n.FirstByteTimeout < 0 {
+			bad(p+".first_byte_timeout", "must be positive")
+		}
+		if n.IdleTimeout < 0 {
+			bad(p+".idle_timeout", "must be positive")
 		}
 		if n.ConnectTimeout < 0 {
 			bad(p+".connect_timeout", "must be positive")

@@ -43,7 +43,11 @@ func TestDefaultsEqualTheExample(t *testing.T) {
 		{"store.redis_url", cfg.Store.RedisURL, ""},
 		{"ollama concurrency", cfg.Nodes[0].Concurrency(), 1},
 		{"openai concurrency", cfg.Nodes[2].Concurrency(), 0},
-		{"node timeout", cfg.Nodes[0].Timeout, 120 * time.Second},
+		{"node timeout", cfg.Nodes[0].Timeout, time.Duration(0)},
+		{"node whole-call timeout", cfg.Nodes[0].CallTimeout(false), 120 * time.Second},
+		{"node streamed-call timeout", cfg.Nodes[0].CallTimeout(true), time.Duration(0)},
+		{"node first_byte_timeout", cfg.Nodes[0].FirstByteTimeout, 120 * time.Second},
+		{"node idle_timeout", cfg.Nodes[0].IdleTimeout, 120 * time.Second},
 		{"connect timeout", cfg.Nodes[0].ConnectTimeout, 2 * time.Second},
 		{"max_queue", cfg.Nodes[0].MaxQueue, 64},
 	}

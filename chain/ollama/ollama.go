@@ -50,8 +50,8 @@ type Backend struct {
 // New returns the backend of node. With a nil httpClient it builds one whose
 // connection attempts give up after node.ConnectTimeout (an unreachable node
 // fails fast as offline) and that sets no response header timeout: a model
-// may think for a long time before its first byte, and node.Timeout bounds
-// the whole call instead.
+// may think for a long time before its first byte, which
+// node.FirstByteTimeout bounds instead (chain.CallClock).
 func New(node config.Node, httpClient *http.Client) *Backend {
 	if httpClient == nil {
 		httpClient = chain.NewHTTPClient(node)
@@ -63,14 +63,14 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 		return b
 	}
 	// The calls of api.Client (the version, the model's details, the
-	// loaded models) are bounded by node.Timeout as a chat call is: the
+	// loaded models) are bounded as a chat call answered whole is: the
 	// chain asks the details and the window in the path of a user's
 	// request, with that request's context, and a server that sent its
 	// headers and stalled would hold the request for good.
 	meta := httpClient
-	if node.Timeout > 0 && (meta.Timeout == 0 || meta.Timeout > node.Timeout) {
+	if d := node.CallTimeout(false); d > 0 && (meta.Timeout == 0 || meta.Timeout > d) {
 		c := *httpClient
-		c.Timeout = node.Timeout
+		c.Timeout = d
 		meta = &c
 	}
 	b.client = api.NewClient(base, meta)
@@ -119,13 +119,10 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	// shift the answer ends there, done_reason "length", which the
 	// client is told.
 	creq.Shift = &noShift
-	if b.node.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
-		defer cancel()
-	}
+	ctx, clock := chain.StartClock(ctx, b.node, !req.Whole)
+	defer clock.Stop()
 	st := Stream{MaxArgs: req.MaxArgsBytes, MaxCallsBytes: req.MaxCallsBytes}
-	err = b.chat(ctx, creq, req.Idle, func(resp *api.ChatResponse) error {
+	err = b.chat(ctx, creq, clock, req.Idle, func(resp *api.ChatResponse) error {
 		c := st.Add(resp)
 		if c.Empty() {
 			return nil
@@ -140,7 +137,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 	case errors.As(err, &ce):
 		return ce.err
 	case err != nil:
-		return b.namedError(b.wrongPath(upstreamError(ctx, b.node.Name, err), "/api/chat"))
+		return clock.Err(b.namedError(b.wrongPath(upstreamError(ctx, b.node.Name, err), "/api/chat")))
 	case !st.Done():
 		// The body ended cleanly (a cut connection is an error above):
 		// Ollama up to v0.17.4 ends so, without a word, when the model
@@ -175,15 +172,16 @@ type streamError struct{ msg string }
 
 func (e *streamError) Error() string { return e.msg }
 
-// chat is POST /api/chat, streamed: fn gets each decoded line, and idle
-// (chain.Request.Idle) is called before each wait for more.
+// chat is POST /api/chat, streamed: fn gets each decoded line, the body
+// is read through clock, and idle (chain.Request.Idle) is called before
+// each wait for more.
 //
 // It does the work of api.Client.Chat, with the same wire types, for two
 // reasons. That client allocates an 8 MiB line buffer per call (a few
 // milliseconds of zeroing and a GC cycle's worth of garbage per request),
 // where a buffer that grows to the longest line is enough. And it ends
 // quietly, as a success, when the connection drops mid-stream.
-func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, idle func(), fn func(*api.ChatResponse) error) error {
+func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, clock *chain.CallClock, idle func(), fn func(*api.ChatResponse) error) error {
 	body, err := json.Marshal(creq)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
@@ -210,7 +208,7 @@ func (b *Backend) chat(ctx context.Context, creq *api.ChatRequest, idle func(), 
 		}
 		return se
 	}
-	sc := bufio.NewScanner(chain.IdleReader(resp.Body, idle))
+	sc := bufio.NewScanner(chain.IdleReader(clock.Body(resp.Body), idle))
 	sc.Buffer(nil, maxLine)
 	for sc.Scan() {
 		data := sc.Bytes()

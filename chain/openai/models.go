@@ -45,12 +45,12 @@ func sameModel(listed, model string) bool {
 // capabilities are those the listing gives, else unknown (tools assumed).
 //
 // The chain asks it in the path of a user's request, with that request's
-// context: node.Timeout bounds it as it bounds a chat call, or a server
+// context: it is bounded as a chat call answered whole is, or a server
 // that sent its headers and stalled would hold the request for good.
 func (b *Backend) Describe(ctx context.Context) (chain.ModelInfo, error) {
-	if b.node.Timeout > 0 {
+	if d := b.node.CallTimeout(false); d > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(b.node.BaseURL, "/")+"/models", nil)

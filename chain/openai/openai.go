@@ -78,7 +78,8 @@ type Backend struct {
 // httpClient it builds one whose connection attempts give up after
 // node.ConnectTimeout (an unreachable node fails fast as offline) and that
 // sets no response header timeout: a model may think for a long time before
-// its first byte, and node.Timeout bounds the whole call instead.
+// its first byte, which node.FirstByteTimeout bounds instead
+// (chain.CallClock).
 func New(node config.Node, httpClient *http.Client) *Backend {
 	if httpClient == nil {
 		httpClient = chain.NewHTTPClient(node)
@@ -103,17 +104,19 @@ func New(node config.Node, httpClient *http.Client) *Backend {
 // names it: the call is then made again once without it, and the backend
 // remembers not to send it to that node any more.
 func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
-	if b.node.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.node.Timeout)
-		defer cancel()
-	}
+	ctx, clock := chain.StartClock(ctx, b.node, !req.Whole)
+	defer clock.Stop()
+	return clock.Err(b.chat(ctx, clock, req, fn))
+}
+
+// chat is Chat under its clock, which reads the answer's body.
+func (b *Backend) chat(ctx context.Context, clock *chain.CallClock, req *chain.Request, fn func(chain.Chunk) error) error {
 	resp, stream, err := b.open(ctx, req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	var body io.Reader = resp.Body
+	body := clock.Body(resp.Body)
 	if ct := resp.Header.Get("Content-Type"); stream && !isMediaType(ct, "text/event-stream") || !stream && !isMediaType(ct, "application/json") {
 		// Not the shape asked for and labelled so: the body says what
 		// it is. Servers answer a stream request whole (some ignore
@@ -123,7 +126,7 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		// with is read as what was asked. An answer labelled as asked,
 		// the usual one, is read without a look.
 		var first byte
-		first, body, err = sniff(resp.Body)
+		first, body, err = sniff(body)
 		if err != nil {
 			return chain.TransportError(ctx, b.node.Name, err)
 		}
