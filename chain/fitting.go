@@ -394,7 +394,7 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, bool,
 	}
 	r.summarized = true
 	n := f.summarizer()
-	if cause, off := r.e.offline.lookup(n.Name); off {
+	if cause, off := r.e.stillOffline(ctx, n); off {
 		return "", false, fmt.Errorf("summarizer node %s is offline: %s", n.Name, cause)
 	}
 	asked := time.Now()

@@ -22,12 +22,17 @@ import (
 // the server's prompt cache is reused. A host that fails to connect is
 // skipped for the node's offline_for and the call goes at once to another:
 // the node fails to connect only when all its hosts do, and only then does
-// the engine count it offline.
+// the engine count it offline. A call that finds every host offline probes
+// them rather than fail (revive), so that hosts that were down a moment
+// serve at once.
 type Hosts struct {
 	node  string
 	limit int // calls in flight per host before a stage leaves its host; 0: none
 	ttl   time.Duration
 	now   func() time.Time
+	// probeFor bounds a revive's probe: the node's connect_timeout and
+	// probeWait.
+	probeFor time.Duration
 
 	mu    sync.Mutex
 	hosts []*host
@@ -35,6 +40,8 @@ type Hosts struct {
 	// freed, when set, is closed when a call ends: calls that found every
 	// host up at its limit wait for it.
 	freed chan struct{}
+	// reviving, when set, is closed when the probe of a revive ends.
+	reviving chan struct{}
 }
 
 // host is one base URL of a node and what is known of it. Its fields after
@@ -62,7 +69,7 @@ var (
 // node.Hosts() in the same order, each built for its host alone.
 func NewHosts(node config.Node, backends []Backend) *Hosts {
 	urls := node.Hosts()
-	h := &Hosts{node: node.Name, limit: node.Concurrency(), ttl: node.OfflineFor, now: time.Now}
+	h := &Hosts{node: node.Name, limit: node.Concurrency(), ttl: node.OfflineFor, now: time.Now, probeFor: node.ConnectTimeout + probeWait}
 	if h.ttl <= 0 {
 		h.ttl = 30 * time.Second
 	}
@@ -102,6 +109,7 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 	}
 	var tried []bool
 	var last error
+	revived := false
 	for {
 		i, x, full := h.pick(pin, tried)
 		if full != nil {
@@ -117,6 +125,11 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 		if x == nil {
 			if last != nil {
 				return last
+			}
+			if !revived {
+				revived = true
+				h.revive(ctx)
+				continue
 			}
 			return h.allOffline()
 		}
@@ -200,6 +213,37 @@ func (h *Hosts) pick(pin string, tried []bool) (int, *host, <-chan struct{}) {
 	x.inFlight++
 	x.calls++
 	return best, x, nil
+}
+
+// revive probes every host, when a call found them all offline, and brings
+// back those that answer: one probe in flight, which the calls that find
+// every host offline meanwhile wait for rather than each probing (Envoy's
+// panic threshold: rather than fail every call, try the hosts). A waiter
+// whose ctx ends returns at once.
+func (h *Hosts) revive(ctx context.Context) {
+	h.mu.Lock()
+	done, waiting := h.reviving, h.reviving != nil
+	if !waiting {
+		done = make(chan struct{})
+		h.reviving = done
+	}
+	h.mu.Unlock()
+	if waiting {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return
+	}
+	// The probe serves every call waiting for it: the first one going
+	// away does not end it.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.probeFor)
+	defer cancel()
+	_ = h.Probe(pctx) // each host's outcome is recorded by each
+	h.mu.Lock()
+	h.reviving = nil
+	h.mu.Unlock()
+	close(done)
 }
 
 func (h *Hosts) markOffline(x *host, cause string) {

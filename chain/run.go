@@ -168,6 +168,7 @@ func (r *run) reflexive(ctx context.Context) (*Result, error) {
 // stage resumed after the client ran its tools, and done the stages before.
 func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done []*stage) (*Result, error) {
 	stages := r.e.cfg.Chain.Stages
+	r.recheckOffline(ctx, stages[from:])
 	var last *stage // last stage that produced something usable
 	if len(done) > 0 {
 		last = done[len(done)-1]
