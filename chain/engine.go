@@ -155,6 +155,11 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
+		if h, ok := b.(*Hosts); ok {
+			if ha, ok := deps.Admission.(HostAdmitter); ok {
+				h.shared = ha
+			}
+		}
 		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact, numCtx: n.ContextWindow}
 		if w, ok := runnerWindows[n.Name]; ok {
 			node.numCtx = w

@@ -42,7 +42,28 @@ type Hosts struct {
 	freed chan struct{}
 	// reviving, when set, is closed when the probe of a revive ends.
 	reviving chan struct{}
+	// shared, when set, keeps each host's limit across replicas
+	// (SharedAdmission): a call takes a slot of its host there too.
+	shared HostAdmitter
 }
+
+// HostAdmitter is the optional capability of an Admitter that keeps the
+// limit of each host of a node with several across replicas. The node's
+// own limit (its hosts' together) is no guard for each host: every replica
+// picks a host from its own counts, and three of them sent three calls
+// each to hosts of max_concurrency 2.
+type HostAdmitter interface {
+	// TakeHost takes one of limit slots of host (a base URL of node)
+	// without waiting; ok is false when all are held. release gives it
+	// back.
+	TakeHost(ctx context.Context, node, host string, limit int) (release func(), ok bool)
+}
+
+// hostPoll is how long a call waits before it tries again the hosts it
+// found at their limit across replicas: a slot given back on another
+// replica wakes nobody here. Only a call that the node's admission let
+// through while a host is offline waits so.
+const hostPoll = 100 * time.Millisecond
 
 // host is one base URL of a node and what is known of it. Its fields after
 // b are guarded by Hosts.mu.
@@ -107,11 +128,19 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 	if req.Host != nil {
 		pin = *req.Host
 	}
-	var tried []bool
+	var tried, busy []bool
 	var last error
 	revived := false
 	for {
-		i, x, full := h.pick(pin, tried)
+		i, x, full := h.pick(pin, tried, busy)
+		if full == nil && x == nil && busy != nil {
+			// The hosts up are at their limit across replicas.
+			if err := h.waitShared(ctx); err != nil {
+				return err
+			}
+			busy = nil
+			continue
+		}
 		if full != nil {
 			// A host is down and the others are at their limit: the
 			// admitted call waits for one of them rather than overload it.
@@ -133,6 +162,18 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 			}
 			return h.allOffline()
 		}
+		release := func() {}
+		if h.shared != nil && h.limit > 0 {
+			var ok bool
+			if release, ok = h.shared.TakeHost(ctx, h.node, x.url, h.limit); !ok {
+				h.done(x)
+				if busy == nil {
+					busy = make([]bool, len(h.hosts))
+				}
+				busy[i] = true
+				continue
+			}
+		}
 		if req.Host != nil {
 			*req.Host = x.url
 		}
@@ -141,13 +182,8 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 			answered = true
 			return fn(c)
 		})
-		h.mu.Lock()
-		x.inFlight--
-		if h.freed != nil {
-			close(h.freed)
-			h.freed = nil
-		}
-		h.mu.Unlock()
+		release()
+		h.done(x)
 		var ue *UpstreamError
 		if answered || ctx.Err() != nil || !errors.As(err, &ue) {
 			return err
@@ -167,6 +203,37 @@ func (h *Hosts) Chat(ctx context.Context, req *Request, fn func(Chunk) error) er
 	}
 }
 
+// done counts a call of x out and wakes the calls waiting for a host.
+func (h *Hosts) done(x *host) {
+	h.mu.Lock()
+	x.inFlight--
+	if h.freed != nil {
+		close(h.freed)
+		h.freed = nil
+	}
+	h.mu.Unlock()
+}
+
+// waitShared waits until a call here ends or hostPoll has passed, or
+// ctx ends.
+func (h *Hosts) waitShared(ctx context.Context) error {
+	h.mu.Lock()
+	if h.freed == nil {
+		h.freed = make(chan struct{})
+	}
+	freed := h.freed
+	h.mu.Unlock()
+	t := time.NewTimer(hostPoll)
+	defer t.Stop()
+	select {
+	case <-freed:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
 // brokenConn reports whether a call failed on a connection that broke
 // before any answer: the host went away, and another may serve the call.
 func brokenConn(ue *UpstreamError) bool {
@@ -175,10 +242,11 @@ func brokenConn(ue *UpstreamError) bool {
 
 // pick chooses the host of a call and counts it in flight: pin when it is
 // up and below the limit, else the one with the fewest calls in flight,
-// ties in turn. It returns no host when every host not tried is offline,
-// and a channel to wait on when those up are all at their limit (which
-// admission, counting every host, lets happen only while some are down).
-func (h *Hosts) pick(pin string, tried []bool) (int, *host, <-chan struct{}) {
+// ties in turn. It returns no host when every host not tried (nor busy:
+// at its limit across replicas) is offline, and a channel to wait on when
+// those up are all at their limit (which admission, counting every host,
+// lets happen only while some are down).
+func (h *Hosts) pick(pin string, tried, busy []bool) (int, *host, <-chan struct{}) {
 	now := h.now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -186,7 +254,7 @@ func (h *Hosts) pick(pin string, tried []bool) (int, *host, <-chan struct{}) {
 	for k := range h.hosts {
 		i := (h.next + k) % len(h.hosts)
 		x := h.hosts[i]
-		if tried != nil && tried[i] || x.offUntil.After(now) {
+		if tried != nil && tried[i] || busy != nil && busy[i] || x.offUntil.After(now) {
 			continue
 		}
 		if x.url == pin && (h.limit == 0 || x.inFlight < h.limit) {

@@ -63,7 +63,7 @@ func TestHostsPick(t *testing.T) {
 	}
 
 	// A host with a call in flight is passed over.
-	i, busy, _ := h.pick("", nil)
+	i, busy, _ := h.pick("", nil, nil)
 	if busy == nil || i != 0 {
 		t.Fatalf("pick = %d, want host 0 (the next in turn)", i)
 	}

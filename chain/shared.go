@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"strconv"
@@ -58,7 +59,10 @@ type sharedGate struct {
 	waiting         *atomic.Int64 // this replica's calls waiting in Redis
 }
 
-var _ Admitter = (*SharedAdmission)(nil)
+var (
+	_ Admitter     = (*SharedAdmission)(nil)
+	_ HostAdmitter = (*SharedAdmission)(nil)
+)
 
 // NewSharedAdmission shares the nodes' limits through slots, falling back to
 // local. Its background ping, started while Redis is down, ends with ctx.
@@ -166,6 +170,41 @@ func (a *SharedAdmission) Acquire(ctx context.Context, node string, batch bool) 
 			return nil, a.leave(node, id, &start, g, ctx.Err())
 		}
 	}
+}
+
+// TakeHost takes one of limit slots of host (a base URL of node) across
+// the replicas, without waiting: ok is false when calls on any replica
+// hold them all. While Redis is down it takes none and says ok: each
+// replica then keeps the host's limit alone, as it keeps the node's.
+func (a *SharedAdmission) TakeHost(ctx context.Context, node, host string, limit int) (release func(), ok bool) {
+	if limit == 0 || a.degraded.Load() {
+		return func() {}, true
+	}
+	name := hostSlot(node, host)
+	id := a.prefix + strconv.FormatUint(a.seq.Add(1), 36)
+	tctx, cancel := context.WithTimeout(ctx, slotTimeout)
+	// No queue (max queue 0): a call that finds its host full tries
+	// another, or waits in Hosts.
+	granted, _, _, err := a.slots.Take(tctx, name, id, false, limit, 0, a.waitTTL)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, false
+	case err != nil:
+		a.degrade(err)
+		return func() {}, true
+	case !granted:
+		return nil, false
+	}
+	return a.holder(name, id), true
+}
+
+// hostSlot names the slots of one host of node in Redis: by a hash of its
+// URL, which may hold credentials, so that replicas whose files list the
+// hosts in another order still share them.
+func hostSlot(node, host string) string {
+	sum := sha256.Sum256([]byte(host))
+	return node + "@" + hex.EncodeToString(sum[:8])
 }
 
 // stopWaiting counts a waiter out of its gate once.

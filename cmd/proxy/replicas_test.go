@@ -6,8 +6,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/redistest"
@@ -91,5 +97,93 @@ admission:
 		if !strings.Contains(string(b), want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+}
+
+// TestHostLimitAcrossReplicas: three replicas on one Redis, one node of two
+// hosts with max_concurrency 2, 60 requests at once spread over the
+// replicas: no host ever holds more than its 2 calls, as docs/config.md
+// promises of max_concurrency with base_urls and Redis.
+func TestHostLimitAcrossReplicas(t *testing.T) {
+	rs := redistest.Start(t)
+	type counted struct {
+		url            string
+		inFlight, most atomic.Int64
+		calls          atomic.Int64
+	}
+	hosts := make([]*counted, 2)
+	for i := range hosts {
+		meta := fakeollama.New(t) // version, model details, loaded window
+		target, _ := url.Parse(meta.URL)
+		fwd := httputil.NewSingleHostReverseProxy(target)
+		c := &counted{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/api/chat" {
+				fwd.ServeHTTP(w, r)
+				return
+			}
+			c.calls.Add(1)
+			n := c.inFlight.Add(1)
+			for m := c.most.Load(); n > m && !c.most.CompareAndSwap(m, n); m = c.most.Load() {
+			}
+			// A few lines apart, so that calls overlap; the call counts
+			// out before its done line, which lets the proxy give its
+			// slot to the next call.
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			rc := http.NewResponseController(w)
+			for range 3 {
+				time.Sleep(10 * time.Millisecond)
+				io.WriteString(w, `{"model":"m","message":{"role":"assistant","content":"a"},"done":false}`+"\n")
+				rc.Flush()
+			}
+			c.inFlight.Add(-1)
+			io.WriteString(w, `{"model":"m","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}`+"\n")
+		}))
+		t.Cleanup(srv.Close)
+		c.url = srv.URL
+		hosts[i] = c
+	}
+	cfg := fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_urls: [%q, %q], model: m, max_concurrency: 2}
+chain:
+  stages: [{node: OL1, max_turns: 1}]
+tools:
+  root: ""
+store:
+  redis_url: %q
+`, hosts[0].url, hosts[1].url, rs.URL())
+	replicas := []string{startWired(t, cfg), startWired(t, cfg), startWired(t, cfg)}
+
+	const requests = 60
+	var wg sync.WaitGroup
+	codes := make([]int, requests)
+	for i := range requests {
+		wg.Go(func() {
+			resp, err := http.Post(replicas[i%len(replicas)]+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"OL1","messages":[{"role":"user","content":"hi"}]}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("request %d: %d, want 200", i, c)
+		}
+	}
+	total := int64(0)
+	for i, h := range hosts {
+		total += h.calls.Load()
+		if m := h.most.Load(); m > 2 {
+			t.Errorf("host %d held %d calls at once, want at most max_concurrency 2", i, m)
+		}
+	}
+	if total != requests {
+		t.Errorf("hosts got %d calls, want %d", total, requests)
 	}
 }
