@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -148,12 +149,12 @@ func (e *Engine) stillOffline(ctx context.Context, n *Node) (cause string, off b
 // before it chooses its answering stage.
 func (r *run) recheckOffline(ctx context.Context, stages []config.Stage) {
 	var wg sync.WaitGroup
-	seen := map[string]bool{}
+	var seen []string // few: allocated only when a node is offline
 	for _, sc := range stages {
-		if seen[sc.Node] || !r.e.offline.isOffline(sc.Node) {
+		if slices.Contains(seen, sc.Node) || !r.e.offline.isOffline(sc.Node) {
 			continue
 		}
-		seen[sc.Node] = true
+		seen = append(seen, sc.Node)
 		n := r.e.nodes[sc.Node]
 		wg.Go(func() { r.e.stillOffline(ctx, n) }) // exits when the probe, bounded, ends
 	}
