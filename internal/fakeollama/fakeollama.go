@@ -85,6 +85,9 @@ type Server struct {
 	script func(call int, req *api.ChatRequest) Reply
 	quit   chan struct{}
 	conns  atomic.Int64
+	// stopOnce lets Stop run once, though a program and a test's cleanup
+	// may both call it.
+	stopOnce sync.Once
 
 	mu            sync.Mutex
 	requests      []api.ChatRequest
@@ -154,8 +157,10 @@ func Start(script func(call int, req *api.ChatRequest) Reply) *Server {
 }
 
 // Stop releases hanging handlers first (Close waits for them), closes the
-// server, then stops the scheduler.
-func (s *Server) Stop() {
+// server, then stops the scheduler. Calls after the first do nothing.
+func (s *Server) Stop() { s.stopOnce.Do(s.stop) }
+
+func (s *Server) stop() {
 	close(s.quit)
 	s.CloseClientConnections()
 	s.Close()
