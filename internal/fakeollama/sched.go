@@ -92,7 +92,10 @@ type runner struct {
 	expiresAt time.Time
 	timer     *time.Timer
 	ready     chan struct{} // closed once loaded
-	slots     chan struct{} // one token per request generating
+	// busy counts the requests generating; waiters are the others, in
+	// the order they were placed, each woken by closing its channel.
+	busy    int
+	waiters []chan struct{}
 }
 
 // placement is a request waiting for its runner.
@@ -101,6 +104,9 @@ type placement struct {
 	model string
 	keep  *time.Duration
 	got   chan *runner // buffered 1
+	// turn is closed when the request may generate; set before got is
+	// sent.
+	turn chan struct{}
 }
 
 func newSched(cfg Memory) *sched {
@@ -168,7 +174,7 @@ func (s *sched) acquire(ctx context.Context, model string, keep *time.Duration) 
 		go func() {
 			select {
 			case r := <-p.got:
-				s.release(r)
+				s.leave(r, p.turn)
 			case <-s.quit:
 			}
 		}()
@@ -179,30 +185,25 @@ func (s *sched) acquire(ctx context.Context, model string, keep *time.Duration) 
 	select {
 	case <-r.ready:
 	case <-ctx.Done():
-		s.release(r)
+		s.leave(r, p.turn)
 		return 0, nil, ctx.Err()
 	case <-s.quit:
 		return 0, nil, errSchedClosed
 	}
 	load = time.Since(start)
 	// The runner serves Parallel requests at once; the others wait in it
-	// (llm/server.go Completion's semaphore), after load_duration was
-	// taken, still holding the runner.
+	// in turn (llm/server.go Completion's semaphore), after load_duration
+	// was taken, still holding the runner.
 	select {
-	case r.slots <- struct{}{}:
+	case <-p.turn:
 	case <-ctx.Done():
-		s.release(r)
+		s.leave(r, p.turn)
 		return 0, nil, ctx.Err()
 	case <-s.quit:
 		return 0, nil, errSchedClosed
 	}
 	var once sync.Once
-	return load, func() {
-		once.Do(func() {
-			<-r.slots
-			s.release(r)
-		})
-	}, nil
+	return load, func() { once.Do(func() { s.leave(r, p.turn) }) }, nil
 }
 
 // preload is the empty /api/generate: the runner is acquired and given
@@ -296,6 +297,7 @@ func (s *sched) useLocked(r *runner, p *placement) {
 	if p.keep != nil {
 		r.session = keepAlive(*p.keep)
 	}
+	p.turn = s.queueLocked(r)
 	p.got <- r
 }
 
@@ -311,7 +313,6 @@ func (s *sched) loadLocked(p *placement, size int64) {
 		refs:    1,
 		session: session,
 		ready:   make(chan struct{}),
-		slots:   make(chan struct{}, s.cfg.Parallel),
 	}
 	s.loaded[p.model] = r
 	var took time.Duration
@@ -319,6 +320,7 @@ func (s *sched) loadLocked(p *placement, size int64) {
 		took = time.Duration(float64(size) / s.cfg.Bandwidth * float64(time.Second))
 	}
 	s.loads = append(s.loads, LoadEvent{Model: p.model, Start: time.Now(), Took: took})
+	p.turn = s.queueLocked(r)
 	p.got <- r
 	if took <= 0 {
 		close(r.ready)
@@ -346,11 +348,40 @@ func (s *sched) victimLocked() *runner {
 	return rs[0]
 }
 
-// release gives a reference back (processCompleted): an idle runner with no
-// keep-alive unloads, any other unloads once its keep-alive passes.
-func (s *sched) release(r *runner) {
+// queueLocked queues a request for one of r's generation slots.
+func (s *sched) queueLocked(r *runner) chan struct{} {
+	c := make(chan struct{})
+	r.waiters = append(r.waiters, c)
+	s.grantLocked(r)
+	return c
+}
+
+// grantLocked lets the first waiters generate while r has free slots.
+func (s *sched) grantLocked(r *runner) {
+	for r.busy < s.cfg.Parallel && len(r.waiters) > 0 {
+		close(r.waiters[0])
+		r.waiters = r.waiters[1:]
+		r.busy++
+	}
+}
+
+// leave ends a request's use of r: out of the queue, or its slot given to
+// the next, then its reference given back.
+func (s *sched) leave(r *runner, turn chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if i := slices.Index(r.waiters, turn); i >= 0 {
+		r.waiters = slices.Delete(r.waiters, i, i+1)
+	} else {
+		r.busy--
+		s.grantLocked(r)
+	}
+	s.releaseLocked(r)
+}
+
+// releaseLocked gives a reference back (processCompleted): an idle runner
+// with no keep-alive unloads, any other unloads once its keep-alive passes.
+func (s *sched) releaseLocked(r *runner) {
 	r.refs--
 	if r.refs > 0 {
 		return
