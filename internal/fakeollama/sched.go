@@ -251,6 +251,15 @@ func (s *sched) place(p *placement) {
 		}
 		s.mu.Lock()
 		if r := s.loaded[p.model]; r != nil {
+			if !r.isReady() {
+				// useLoadedRunner takes refMu, which the load holds:
+				// the whole queue waits for the load to end.
+				s.mu.Unlock()
+				if !s.await(r.ready) {
+					return
+				}
+				continue
+			}
 			s.useLocked(r, p)
 			s.mu.Unlock()
 			return
@@ -265,7 +274,14 @@ func (s *sched) place(p *placement) {
 			s.mu.Unlock()
 			return
 		}
-		victim := s.victimLocked()
+		victim, loading := s.victimLocked()
+		if loading != nil {
+			s.mu.Unlock()
+			if !s.await(loading.ready) {
+				return
+			}
+			continue
+		}
 		// "resetting model to expire immediately to make room"
 		victim.session = 0
 		if victim.timer != nil {
@@ -276,11 +292,28 @@ func (s *sched) place(p *placement) {
 			s.unloadLocked(victim)
 		}
 		s.mu.Unlock()
-		select {
-		case <-s.unloaded:
-		case <-s.quit:
+		if !s.await(s.unloaded) {
 			return
 		}
+	}
+}
+
+// await waits for c, or reports false once the scheduler closes.
+func (s *sched) await(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	case <-s.quit:
+		return false
+	}
+}
+
+func (r *runner) isReady() bool {
+	select {
+	case <-r.ready:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -331,8 +364,11 @@ func (s *sched) loadLocked(p *placement, size int64) {
 
 // victimLocked is findRunnerToUnload: the runners sorted by keep-alive,
 // shortest first (as unsigned, so a kept-for-good model comes last), then
-// by name; the first idle one, else the first.
-func (s *sched) victimLocked() *runner {
+// by name; the first idle one, else the first. Ollama takes each runner's
+// refMu in that order to read its references, and a load holds it: met
+// before an idle one, a loading runner is returned as loading, to be
+// waited for before the choice is made again.
+func (s *sched) victimLocked() (victim, loading *runner) {
 	rs := make([]*runner, 0, len(s.loaded))
 	for _, r := range s.loaded {
 		rs = append(rs, r)
@@ -341,11 +377,14 @@ func (s *sched) victimLocked() *runner {
 		return cmp.Or(cmp.Compare(uint64(a.session), uint64(b.session)), cmp.Compare(a.model, b.model))
 	})
 	for _, r := range rs {
+		if !r.isReady() {
+			return nil, r
+		}
 		if r.refs == 0 {
-			return r
+			return r, nil
 		}
 	}
-	return rs[0]
+	return rs[0], nil
 }
 
 // queueLocked queues a request for one of r's generation slots.

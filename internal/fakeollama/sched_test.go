@@ -90,6 +90,26 @@ func TestSchedulerTable(t *testing.T) {
 			wantLoaded: []string{"A"},
 		},
 		{
+			// The second call for A waits for A's load in the queue, as
+			// Ollama's useLoadedRunner waits for the runner's lock, and S,
+			// which fits, waits behind it.
+			name: "a request for a loading model holds the queue until it is loaded",
+			mem:  gpu,
+			calls: []schedCall{
+				{model: "A", hold: time.Second},
+				{model: "A", at: time.Millisecond, hold: time.Second},
+				{model: "S", at: 2 * time.Millisecond, hold: time.Second},
+			},
+			check: time.Minute,
+			want: []schedGot{
+				{9 * time.Second, 9 * time.Second},
+				{10 * time.Second, 8999 * time.Millisecond},
+				{9700 * time.Millisecond, 9698 * time.Millisecond},
+			},
+			wantLoads:  []string{"A", "S"},
+			wantLoaded: []string{"A", "S"},
+		},
+		{
 			// findRunnerToUnload sorts by keep-alive as unsigned: S, kept
 			// for good, comes last, so the idle B goes.
 			name: "the idle model with the shortest keep-alive is evicted",
