@@ -13,8 +13,15 @@
 // store is a redis-server it starts, with and without a node limit shared
 // through Redis (targets shared and redis): the cost of shared admission.
 //
+// Asked with -chains, it runs instead the scenario of issue 44: the proxy
+// in front of a simulated one-GPU Ollama (internal/fakeollama's scheduler)
+// whose three models do not fit together, reflexive chains one at a time
+// and eight arriving a second apart, and reports the chains' times and the
+// model loads.
+//
 //	go run ./bench/load                    # everything, about 3 minutes
 //	go run ./bench/load -profile /tmp/prof # also CPU profiles of the proxy (relay, simple) and the bare proxy
+//	go run ./bench/load -chains            # the chain scenario alone, about 15 seconds
 //
 // The same binary plays every part: -role upstream and -role bare start the
 // mock upstream and the bare proxy; the default role orchestrates. All
@@ -55,6 +62,9 @@ type options struct {
 	candidate   string
 	soak        time.Duration
 	soakConns   int
+	chains      bool
+	chainsScale float64
+	chainsSeq   int
 }
 
 func main() {
@@ -91,6 +101,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.proxyLog, "proxy-log-level", "info", "the proxy's -log-level (its logs go to a file)")
 	fs.DurationVar(&o.soak, "soak", 0, "instead of the cells, soak the proxy for this long and report its errors (e.g. 60s)")
 	fs.IntVar(&o.soakConns, "soak-conns", 200, "concurrent clients of the soak")
+	fs.BoolVar(&o.chains, "chains", false, "instead of the cells, run the chain scenario: a reflexive chain over three models on a simulated one-GPU Ollama (fakeollama's scheduler), one chain at a time and eight arriving one second apart")
+	fs.Float64Var(&o.chainsScale, "chains-scale", 0.05, "wall time of one simulated second in the chain scenario")
+	fs.IntVar(&o.chainsSeq, "chains-seq", 3, "chains run one at a time in the chain scenario (the first from a cold GPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -101,6 +114,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "bare":
 		err = serveBare(ctx, *addr, *target, *pprofAddr, stdout)
 	case "":
+		if o.chains {
+			if o.chainsScale <= 0 || o.chainsSeq <= 0 {
+				fmt.Fprintln(stderr, "-chains-scale and -chains-seq must be positive")
+				return 2
+			}
+			err = runChains(ctx, o, stdout, stderr)
+			break
+		}
 		if o.conns, err = parseConns(*conns); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2

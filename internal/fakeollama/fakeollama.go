@@ -5,7 +5,13 @@
 // test scripts the replies and then asserts on the requests the server
 // recorded.
 //
-// It is for tests only: the ollama backend's, and the proxy's end-to-end tests.
+// Asked to (SetMemory), it also emulates Ollama's model scheduler: models
+// that load into a memory budget at a bandwidth, wait for the ones they
+// evict, and unload after their keep-alive, reported in load_duration,
+// GET /api/ps and GET /api/tags, with POST /api/generate's preload.
+//
+// It is for tests only: the ollama backend's, the proxy's end-to-end
+// tests, and the load harness's chain scenario (bench/load -chains).
 package fakeollama
 
 import (
@@ -79,6 +85,9 @@ type Server struct {
 	script func(call int, req *api.ChatRequest) Reply
 	quit   chan struct{}
 	conns  atomic.Int64
+	// stopOnce lets Stop run once, though a program and a test's cleanup
+	// may both call it.
+	stopOnce sync.Once
 
 	mu            sync.Mutex
 	requests      []api.ChatRequest
@@ -95,6 +104,10 @@ type Server struct {
 	window *window
 	// contextLength is the trained length /api/show reports; 0: none.
 	contextLength int
+	// sched, when set, emulates Ollama's model scheduler (SetMemory).
+	sched *sched
+	// generates are the bodies of /api/generate calls with a prompt.
+	generates []api.GenerateRequest
 }
 
 // New starts a server that answers the n-th POST /api/chat with replies[n];
@@ -112,6 +125,14 @@ func New(t testing.TB, replies ...Reply) *Server {
 // NewFunc starts a server whose replies are computed by script from the call
 // number (0 first) and the decoded request.
 func NewFunc(t testing.TB, script func(call int, req *api.ChatRequest) Reply) *Server {
+	s := Start(script)
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start is NewFunc for a program rather than a test (the load harness's
+// chain scenario): the caller calls Stop.
+func Start(script func(call int, req *api.ChatRequest) Reply) *Server {
 	s := &Server{
 		script:   script,
 		quit:     make(chan struct{}),
@@ -123,6 +144,8 @@ func NewFunc(t testing.TB, script func(call int, req *api.ChatRequest) Reply) *S
 	mux.HandleFunc("GET /api/version", s.version)
 	mux.HandleFunc("POST /api/show", s.show)
 	mux.HandleFunc("GET /api/ps", s.ps)
+	mux.HandleFunc("GET /api/tags", s.tags)
+	mux.HandleFunc("POST /api/generate", s.generate)
 	s.Server = httptest.NewUnstartedServer(mux)
 	s.Config.ConnState = func(_ net.Conn, state http.ConnState) {
 		if state == http.StateNew {
@@ -130,13 +153,23 @@ func NewFunc(t testing.TB, script func(call int, req *api.ChatRequest) Reply) *S
 		}
 	}
 	s.Start()
-	t.Cleanup(func() {
-		// Release hanging handlers first: Close waits for them.
-		close(s.quit)
-		s.CloseClientConnections()
-		s.Close()
-	})
 	return s
+}
+
+// Stop releases hanging handlers first (Close waits for them), closes the
+// server, then stops the scheduler. Calls after the first do nothing.
+func (s *Server) Stop() { s.stopOnce.Do(s.stop) }
+
+func (s *Server) stop() {
+	close(s.quit)
+	s.CloseClientConnections()
+	s.Close()
+	s.mu.Lock()
+	sc := s.sched
+	s.mu.Unlock()
+	if sc != nil {
+		sc.close()
+	}
 }
 
 // Requests returns the decoded body of every /api/chat call so far.
@@ -214,6 +247,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, status, map[string]string{"error": msg})
 		return
 	}
+	load, release, status, msg := s.schedule(r, req.Model, req.KeepAlive)
+	if status != 0 {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
+	if release == nil {
+		return // the client went away while the model loaded
+	}
+	defer release()
 	reply := s.script(call, &req)
 	if prompt > 0 {
 		reply.PromptEvalCount = prompt
@@ -228,7 +270,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	lines := replyLines(req.Model, reply)
 	if req.Stream != nil && !*req.Stream {
-		s.whole(w, r, req.Model, reply, lines)
+		s.whole(w, r, req.Model, reply, lines, load)
 		return
 	}
 
@@ -258,7 +300,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if !s.wait(r, reply.Delay) {
 			return
 		}
-		b, _ := json.Marshal(doneLine(req.Model, reply))
+		b, _ := json.Marshal(doneLine(req.Model, reply, load))
 		w.Write(append(b, '\n'))
 		// Ollama flushes every line; the end of the body follows apart.
 		rc.Flush()
@@ -267,7 +309,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 
 // whole answers a "stream": false request with one object carrying the
 // accumulated message, as Ollama's ChatHandler does.
-func (s *Server) whole(w http.ResponseWriter, r *http.Request, model string, reply Reply, lines []api.ChatResponse) {
+func (s *Server) whole(w http.ResponseWriter, r *http.Request, model string, reply Reply, lines []api.ChatResponse, load time.Duration) {
 	switch {
 	case reply.Hang:
 		s.hang(r)
@@ -278,7 +320,7 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, model string, rep
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": reply.Error})
 		return
 	}
-	resp := doneLine(model, reply)
+	resp := doneLine(model, reply, load)
 	var content, thinking strings.Builder
 	for _, l := range lines {
 		content.WriteString(l.Message.Content)
@@ -347,10 +389,15 @@ func replyLines(model string, reply Reply) []api.ChatResponse {
 	return lines
 }
 
-func doneLine(model string, reply Reply) api.ChatResponse {
+// doneLine is the final line; load is its load_duration, a microsecond
+// when the server does not emulate loads.
+func doneLine(model string, reply Reply, load time.Duration) api.ChatResponse {
 	reason := reply.DoneReason
 	if reason == "" {
 		reason = "stop"
+	}
+	if load <= 0 {
+		load = time.Microsecond
 	}
 	return api.ChatResponse{
 		Model:      model,
@@ -360,7 +407,7 @@ func doneLine(model string, reply Reply) api.ChatResponse {
 		DoneReason: reason,
 		Metrics: api.Metrics{
 			TotalDuration:      time.Millisecond,
-			LoadDuration:       time.Microsecond,
+			LoadDuration:       load,
 			PromptEvalCount:    reply.PromptEvalCount,
 			PromptEvalDuration: time.Microsecond,
 			EvalCount:          reply.EvalCount,

@@ -113,10 +113,31 @@ func (s *Server) fit(req *api.ChatRequest) (status int, msg string, prompt int) 
 	return 0, "", min(n, limit)
 }
 
-// ps is GET /api/ps: the model last called runs with the window's tokens.
+// ps is GET /api/ps. With SetMemory, the loaded models (with the window's
+// tokens when SetWindow was called); else the model last called runs with
+// the window's tokens.
 func (s *Server) ps(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	var models []api.ProcessModelResponse
+	if sc := s.sched; sc != nil {
+		running := 0
+		if s.window != nil {
+			running = s.window.running
+		}
+		s.mu.Unlock()
+		for _, r := range sc.running() {
+			models = append(models, api.ProcessModelResponse{
+				Name: r.Model, Model: r.Model, Size: r.Size, SizeVRAM: r.Size,
+				ExpiresAt: r.ExpiresAt, ContextLength: running,
+				Details: api.ModelDetails{Format: "gguf", Family: "llama"},
+			})
+		}
+		if models == nil {
+			models = []api.ProcessModelResponse{}
+		}
+		writeJSON(w, http.StatusOK, api.ProcessResponse{Models: models})
+		return
+	}
 	if s.window != nil && len(s.requests) > 0 {
 		last := s.requests[len(s.requests)-1].Model
 		models = append(models, api.ProcessModelResponse{Name: last, Model: last, ContextLength: s.window.running})
