@@ -229,6 +229,9 @@ func toolResultContent(raw json.RawMessage, param string) (string, []chain.Part,
 	if err := unmarshal(raw, &blocks); err != nil {
 		return "", nil, invalid(param, "%s: want a string or an array of content blocks", param)
 	}
+	if err := checkMessageParts(len(blocks), param); err != nil {
+		return "", nil, err
+	}
 	var (
 		texts []string
 		parts []chain.Part
@@ -264,6 +267,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 	}
 	names := map[string]string{} // tool_use id → tool name
 	msgs := make([]chain.Message, 0, len(r.Messages)+1)
+	var count partCount
 	for i, m := range r.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -293,6 +297,9 @@ func (r *messagesRequest) decodeMessages(system string) error {
 		case len(raw) > 0 && raw[0] == '[':
 			if err := unmarshal(raw, &blocks); err != nil {
 				return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
+			}
+			if err := checkMessageParts(len(blocks), param+".content"); err != nil {
+				return err
 			}
 		default:
 			return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
@@ -341,6 +348,9 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			default:
 				return invalid(bp+".type", "%s: block type %q is not supported in a %s message", bp, b.Type, m.Role)
 			}
+		}
+		if err := count.add(cm.Parts); err != nil {
+			return err
 		}
 		cm.Content = strings.Join(texts, "\n")
 		if m.Role == "user" && len(texts) > 1 {

@@ -308,6 +308,9 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	}
 	// The write side keeps no deadline: answers may stream for minutes.
 	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Time{})
+	if !fewValues(body, maxValues) {
+		return nil, errManyValues
+	}
 	return body, nil
 }
 
