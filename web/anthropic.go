@@ -450,11 +450,14 @@ func (r *messagesRequest) toolChoice() (chain.ToolChoice, error) {
 // ("summarized", "omitted"). The chain's nodes keep their own reasoning
 // settings, as on the other fronts (Ollama's think): what the client
 // chooses is whether the node's reasoning comes back, as thinking blocks.
-// It does unless thinking is disabled or its display omitted.
+// As from Anthropic's API, it does only when thinking is enabled (or
+// adaptive) and its display not omitted: a client that did not ask reads
+// content[0] as the text (the SDKs' msg.content[0].text). The trace keeps
+// the reasoning either way.
 func decodeThinking(raw json.RawMessage) (bool, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return true, nil
+		return false, nil
 	}
 	var th struct {
 		Type         string `json:"type"`
