@@ -453,7 +453,7 @@ func TestMessagesStreamFailure(t *testing.T) {
 func TestMessagesKeysAndModels(t *testing.T) {
 	s := newTestServer(t, testConfig, func(c *config.Config) {
 		c.Server.APIKeys = []string{"sk-right"}
-		c.ModelAliases = map[string]string{"claude-*": "chain/auto", "claude-*haiku*": "chain/simple"}
+		c.ModelAliases = map[string]string{"claude-*": "chain/auto", "claude-*haiku*": "chain/simple", "claude-opus-4-1": "chain/reflexive"}
 	})
 	body := `{"model":"claude-haiku-4-5-20251001","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
 	if x := messagesPost(t, s.URL, body, "x-api-key", "sk-wrong"); x.status != 401 || !bytes.Contains(x.raw, []byte(`"type":"authentication_error"`)) {
@@ -480,8 +480,10 @@ func TestMessagesKeysAndModels(t *testing.T) {
 		defer resp.Body.Close()
 		return resp.StatusCode, string(readAll(t, resp.Body))
 	}
-	if code, list := get("/v1/models"); code != 200 || !strings.Contains(list, `{"id":"claude-*haiku*","object":"model","created":`) || !strings.Contains(list, `"alias_for":"chain/simple"`) {
-		t.Errorf("/v1/models = %d %s", code, list)
+	// A name is listed with the model it stands for; patterns are not
+	// models (issue 41).
+	if code, list := get("/v1/models"); code != 200 || strings.Contains(list, `"id":"claude-*`) || !strings.Contains(list, `{"id":"claude-opus-4-1","object":"model","created":`) || !strings.Contains(list, `"alias_for":"chain/reflexive"`) {
+		t.Errorf("/v1/models = %d %s, want claude-opus-4-1 listed and no pattern", code, list)
 	}
 	if code, one := get("/v1/models/claude-sonnet-4-6"); code != 200 || !strings.Contains(one, `"alias_for":"chain/auto"`) {
 		t.Errorf("/v1/models/claude-sonnet-4-6 = %d %s", code, one)

@@ -623,7 +623,8 @@ func (s *Server) listedModel(id, owner, aliasFor string) listedModel {
 }
 
 // modelList renders /v1/models once, the chain models, every node, and
-// the model_aliases patterns, and the GET /v1/models/{id} body of each.
+// the model_aliases names that are not patterns, and the GET
+// /v1/models/{id} body of each.
 func (s *Server) modelList() ([]byte, map[string][]byte) {
 	list := struct {
 		Object string        `json:"object"`
@@ -649,11 +650,16 @@ func (s *Server) modelList() ([]byte, map[string][]byte) {
 			listed[n.Model] = true
 		}
 	}
-	// Each model_aliases pattern, with the model it stands for: a client
-	// that lists models sees what names it may use.
+	// Each model_aliases name without wildcards, with the model it stands
+	// for: a client that lists models sees what names it may use. A
+	// pattern (claude-*) is no model: a client that picked it from the
+	// list would send "claude-*"; GET /v1/models/{id} answers for each
+	// name one takes.
 	if s.engine != nil {
 		for _, a := range s.engine.Aliases() {
-			list.Data = append(list.Data, s.listedModel(a[0], "chainproxy", a[1]))
+			if !strings.ContainsAny(a[0], `*?[\`) {
+				list.Data = append(list.Data, s.listedModel(a[0], "chainproxy", a[1]))
+			}
 		}
 	}
 	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID
