@@ -204,7 +204,7 @@ func (s *Server) recoverer(c *gin.Context) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic", "req_id", c.GetString("req_id"), "panic", v)
+			s.log.Error("panic", "req_id", reqID(c), "panic", v)
 			if !c.Writer.Written() {
 				s.fail(c, errors.New("internal error"))
 			}
@@ -228,7 +228,7 @@ func (s *Server) statusFor(err error) (int, errorObject) {
 func (s *Server) fail(c *gin.Context, err error) {
 	status, obj := s.statusFor(err)
 	if status == StatusClientClosed {
-		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
+		s.log.Info("client closed request", "req_id", reqID(c))
 		c.Status(status)
 		return
 	}
@@ -246,7 +246,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Header("X-Chain-Mode", fl.Trace.Mode)
 	}
 	if status >= 500 {
-		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
+		s.log.Warn("request failed", "req_id", reqID(c), "status", status, "err", err)
 	}
 	if ollamaPath(c.Request.URL.Path) {
 		// Ollama's clients read {"error": "…"}; an OpenAI error object
@@ -312,6 +312,19 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 		return nil, errManyValues
 	}
 	return body, nil
+}
+
+// reqID is the id of a request's log lines: the trace id begin gave it,
+// or, for a request refused before begin (a wrong key, an unknown path,
+// count_tokens, a cross-origin call), one made now and kept, so that
+// every line of a request, a rejected one too, carries one.
+func reqID(c *gin.Context) string {
+	if id := c.GetString("req_id"); id != "" {
+		return id
+	}
+	id := newTraceID()
+	c.Set("req_id", id)
+	return id
 }
 
 // newTraceID makes a chain trace id of W3C's form (32 lowercase hex, 16
