@@ -199,6 +199,9 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 	if err := unmarshal(raw, &blocks); err != nil {
 		return "", invalid(param, "%s: want a string or an array of text blocks", param)
 	}
+	if err := checkMessageParts(len(blocks), param); err != nil {
+		return "", err
+	}
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
 		switch b.Type {

@@ -96,8 +96,13 @@ var errManyValues = invalid("", "request body holds more than %d JSON values (ob
 // by structure: an object or array, and each comma between items or
 // members, count one (so a container of k items counts k). It does not
 // validate: the decoder does, after. One pass, without allocating: the
-// strings, most of a body, are skipped to their closing quote.
+// strings, most of a body, are skipped to their closing quote. A body of
+// at most limit bytes is not read: each value takes a byte at least, so
+// an agent's usual request (tens of kB) costs nothing.
 func fewValues(body []byte, limit int) bool {
+	if len(body) <= limit {
+		return true
+	}
 	n := 0
 	for i := 0; i < len(body); i++ {
 		switch body[i] {

@@ -144,6 +144,7 @@ func TestPartLimits(t *testing.T) {
 		{"anthropic 500 images", "/v1/messages", `{"model":"OV","max_tokens":9,"messages":[` + items(user, anthImageBlk, "]}", 500) + `]}`, 200, ""},
 		{"anthropic 501 result images", "/v1/messages", `{"model":"OV","max_tokens":9,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"look","input":{}}]},` +
 			items(`{"role":"user","content":[{"type":"text","text":"here"},{"type":"tool_result","tool_use_id":"t1","content":[`, anthImageBlk, "]}]}", 501) + `]}`, 400, "messages[1].content[1].content[500]"},
+		{"anthropic 1001 system blocks", "/v1/messages", items(`{"model":"OV","max_tokens":9,"system":[`, textPart, `],"messages":[{"role":"user","content":"hi"}]}`, 1001), 400, "system"},
 		{"anthropic 1001 blocks", "/v1/messages", `{"model":"OV","max_tokens":9,"messages":[` + items(user, textPart, "]}", 1001) + `]}`, 400, "messages[0].content"},
 		{"ollama 500 images", "/api/chat", `{"model":"OV","stream":false,"messages":[` + items(`{"role":"user","content":"hi","images":[`, `"`+tinyImage+`"`, "]}", 500) + `]}`, 200, ""},
 		{"ollama 501 images", "/api/chat", `{"model":"OV","stream":false,"messages":[` + items(`{"role":"user","content":"hi","images":[`, `"`+tinyImage+`"`, "]}", 250) + "," + items(`{"role":"user","content":"hi","images":[`, `"`+tinyImage+`"`, "]}", 251) + `]}`, 400, "messages[1].images[250]"},
@@ -251,4 +252,28 @@ func TestRequestMemory(t *testing.T) {
 		}
 	}
 	t.Logf("at most %d MB for one request", most>>20)
+}
+
+// BenchmarkFewValues is the cost of counting a body's JSON values before
+// it is decoded, on an agent's conversation of 600 messages (about 200
+// kB, the size from which bodies are read) and on a body of
+// max_body_bytes that is one text.
+func BenchmarkFewValues(b *testing.B) {
+	turn := `{"role":"user","content":"Read the file and fix the \"bug\" on line 12, please."},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"main.go\"}"}}]},{"role":"tool","tool_call_id":"call_1","content":"package main\n\nfunc main() {\n\tprintln(\"hi\")\n}\n"}`
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"agent", []byte(items(`{"model":"m","messages":[`, turn, `]}`, 620))},
+		{"10MiB-text", []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", 10<<20-100) + `"}]}`)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			for b.Loop() {
+				if !fewValues(tc.body, maxValues) {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
 }
