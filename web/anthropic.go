@@ -199,6 +199,9 @@ func blocksText(raw json.RawMessage, param string) (string, error) {
 	if err := unmarshal(raw, &blocks); err != nil {
 		return "", invalid(param, "%s: want a string or an array of text blocks", param)
 	}
+	if err := checkMessageParts(len(blocks), param); err != nil {
+		return "", err
+	}
 	texts := make([]string, 0, len(blocks))
 	for i, b := range blocks {
 		switch b.Type {
@@ -228,6 +231,9 @@ func toolResultContent(raw json.RawMessage, param string) (string, []chain.Part,
 	var blocks []anthropicBlock
 	if err := unmarshal(raw, &blocks); err != nil {
 		return "", nil, invalid(param, "%s: want a string or an array of content blocks", param)
+	}
+	if err := checkMessageParts(len(blocks), param); err != nil {
+		return "", nil, err
 	}
 	var (
 		texts []string
@@ -264,6 +270,7 @@ func (r *messagesRequest) decodeMessages(system string) error {
 	}
 	names := map[string]string{} // tool_use id → tool name
 	msgs := make([]chain.Message, 0, len(r.Messages)+1)
+	var count partCount
 	for i, m := range r.Messages {
 		param := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
@@ -293,6 +300,9 @@ func (r *messagesRequest) decodeMessages(system string) error {
 		case len(raw) > 0 && raw[0] == '[':
 			if err := unmarshal(raw, &blocks); err != nil {
 				return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
+			}
+			if err := checkMessageParts(len(blocks), param+".content"); err != nil {
+				return err
 			}
 		default:
 			return invalid(param+".content", "%s.content: want a string or an array of content blocks", param)
@@ -341,6 +351,9 @@ func (r *messagesRequest) decodeMessages(system string) error {
 			default:
 				return invalid(bp+".type", "%s: block type %q is not supported in a %s message", bp, b.Type, m.Role)
 			}
+		}
+		if err := count.add(cm.Parts); err != nil {
+			return err
 		}
 		cm.Content = strings.Join(texts, "\n")
 		if m.Role == "user" && len(texts) > 1 {
@@ -440,11 +453,14 @@ func (r *messagesRequest) toolChoice() (chain.ToolChoice, error) {
 // ("summarized", "omitted"). The chain's nodes keep their own reasoning
 // settings, as on the other fronts (Ollama's think): what the client
 // chooses is whether the node's reasoning comes back, as thinking blocks.
-// It does unless thinking is disabled or its display omitted.
+// As from Anthropic's API, it does only when thinking is enabled (or
+// adaptive) and its display not omitted: a client that did not ask reads
+// content[0] as the text (the SDKs' msg.content[0].text). The trace keeps
+// the reasoning either way.
 func decodeThinking(raw json.RawMessage) (bool, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return true, nil
+		return false, nil
 	}
 	var th struct {
 		Type         string `json:"type"`

@@ -149,12 +149,12 @@ func TestDecodeMessagesRequest(t *testing.T) {
 		thinking bool
 	}{
 		{"string content", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`,
-			"user:hi", "", "", chain.ToolChoice{Mode: "auto"}, true},
+			"user:hi", "", "", chain.ToolChoice{Mode: "auto"}, false},
 		{"system blocks and a system entry in messages", `{"model":"m","system":[{"type":"text","text":"A","cache_control":{"type":"ephemeral"}},{"type":"text","text":"B"}],"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"q"}]},{"role":"system","content":[{"type":"text","text":"env"}]}],"thinking":{"type":"adaptive","display":"omitted"},"context_management":{"edits":[]},"output_config":{"effort":"high"},"metadata":{"user_id":"u"}}`,
 			"system:A\nB\n\nenv|user:<system-reminder>x</system-reminder>\nq", "", "", chain.ToolChoice{Mode: "auto"}, false},
 		{"tool loop", `{"model":"m","messages":[{"role":"user","content":"w?"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"x"},{"type":"text","text":"let me see"},{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city": "Paris"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"},{"type":"tool_reference","tool_name":"Later"}]},{"type":"tool_result","tool_use_id":"toolu_2","content":"boom","is_error":true},{"type":"text","text":"and?"}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object"}},{"type":"web_search_20250305","name":"web_search"},{"type":"bash_20250124","name":"bash"},{"name":"Later","input_schema":{"type":"object"},"defer_loading":true}],"tool_choice":{"type":"any"}}`,
 			`user:w?|assistant:let me see[get_weather({"city":"Paris"}) toolu_1](think t)|tool:sunny<toolu_1 get_weather>|tool:Error: boom<toolu_2 >|user:and?`,
-			"get_weather", "web_search_20250305, bash_20250124, Later (deferred)", chain.ToolChoice{Mode: "required"}, true},
+			"get_weather", "web_search_20250305, bash_20250124, Later (deferred)", chain.ToolChoice{Mode: "required"}, false},
 		{"tool choice by name, thinking disabled", `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","description":"d","input_schema":{"type":"object"}}],"tool_choice":{"type":"tool","name":"f"},"thinking":{"type":"disabled"}}`,
 			"user:x", "f", "", chain.ToolChoice{Mode: "function", Name: "f"}, false},
 		{"thinking enabled", `{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"none"},"thinking":{"type":"enabled","budget_tokens":2048}}`,
@@ -341,7 +341,7 @@ func TestAnthropicStatus(t *testing.T) {
 // text, stop_reason, usage and the trace.
 func TestMessagesNonStreamGolden(t *testing.T) {
 	s := newTestServer(t, testConfig)
-	x := messagesPost(t, s.URL, `{"model":"chain/reflexive","max_tokens":1024,"system":"Be brief.","messages":[{"role":"user","content":"compare things"}]}`)
+	x := messagesPost(t, s.URL, `{"model":"chain/reflexive","max_tokens":1024,"thinking":{"type":"enabled","budget_tokens":512},"system":"Be brief.","messages":[{"role":"user","content":"compare things"}]}`)
 	if x.status != 200 {
 		t.Fatalf("status %d: %s", x.status, x.raw)
 	}
@@ -368,7 +368,7 @@ func TestMessagesNonStreamGolden(t *testing.T) {
 func TestMessagesStreamGolden(t *testing.T) {
 	s := newTestServer(t, testConfig)
 	s.Config.Handler = New(Options{Config: s.cfg, Engine: mustEngine(t, s.cfg), Traces: s.store, Keepalive: time.Hour})
-	x := messagesPost(t, s.URL, `{"model":"chain/reflexive","stream":true,"max_tokens":1024,"system":[{"type":"text","text":"Be brief."}],"messages":[{"role":"user","content":[{"type":"text","text":"compare"}]}]}`)
+	x := messagesPost(t, s.URL, `{"model":"chain/reflexive","stream":true,"max_tokens":1024,"thinking":{"type":"adaptive"},"system":[{"type":"text","text":"Be brief."}],"messages":[{"role":"user","content":[{"type":"text","text":"compare"}]}]}`)
 	if x.status != 200 {
 		t.Fatalf("status %d: %s", x.status, x.raw)
 	}
@@ -453,7 +453,7 @@ func TestMessagesStreamFailure(t *testing.T) {
 func TestMessagesKeysAndModels(t *testing.T) {
 	s := newTestServer(t, testConfig, func(c *config.Config) {
 		c.Server.APIKeys = []string{"sk-right"}
-		c.ModelAliases = map[string]string{"claude-*": "chain/auto", "claude-*haiku*": "chain/simple"}
+		c.ModelAliases = map[string]string{"claude-*": "chain/auto", "claude-*haiku*": "chain/simple", "claude-opus-4-1": "chain/reflexive"}
 	})
 	body := `{"model":"claude-haiku-4-5-20251001","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
 	if x := messagesPost(t, s.URL, body, "x-api-key", "sk-wrong"); x.status != 401 || !bytes.Contains(x.raw, []byte(`"type":"authentication_error"`)) {
@@ -480,8 +480,10 @@ func TestMessagesKeysAndModels(t *testing.T) {
 		defer resp.Body.Close()
 		return resp.StatusCode, string(readAll(t, resp.Body))
 	}
-	if code, list := get("/v1/models"); code != 200 || !strings.Contains(list, `{"id":"claude-*haiku*","object":"model","created":`) || !strings.Contains(list, `"alias_for":"chain/simple"`) {
-		t.Errorf("/v1/models = %d %s", code, list)
+	// A name is listed with the model it stands for; patterns are not
+	// models (issue 41).
+	if code, list := get("/v1/models"); code != 200 || strings.Contains(list, `"id":"claude-*`) || !strings.Contains(list, `{"id":"claude-opus-4-1","object":"model","created":`) || !strings.Contains(list, `"alias_for":"chain/reflexive"`) {
+		t.Errorf("/v1/models = %d %s, want claude-opus-4-1 listed and no pattern", code, list)
 	}
 	if code, one := get("/v1/models/claude-sonnet-4-6"); code != 200 || !strings.Contains(one, `"alias_for":"chain/auto"`) {
 		t.Errorf("/v1/models/claude-sonnet-4-6 = %d %s", code, one)

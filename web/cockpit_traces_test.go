@@ -228,10 +228,10 @@ func TestCockpitTraces(t *testing.T) {
 		p.do(t, chromedp.Evaluate[chromedp.Void](`location.hash = "#/traces"`))
 	})
 
-	t.Run("the cockpit's weather example runs the client tool round trip", func(t *testing.T) {
+	t.Run("the cockpit's weather scenario runs the client tool round trip", func(t *testing.T) {
 		p.do(t, chromedp.Evaluate[chromedp.Void](`location.hash = "#/"`))
 		p.poll(t, `!document.querySelector("#empty").hidden`, 10*time.Second)
-		p.do(t, chromedp.Click(chromedp.CSS(`.examples [data-client-tool="get_weather"]`)))
+		p.do(t, chromedp.Click(chromedp.CSS(`#demo [data-client-tool="get_weather"]`)))
 		if offered := eval[bool](t, p, `!document.querySelector("#client-tool").hidden`); !offered {
 			t.Error("the weather example does not say the page offers get_weather")
 		}

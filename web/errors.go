@@ -68,6 +68,10 @@ func notServed(path string) error {
 		why = "the proxy does not serve the legacy completions API (/v1/completions): use /v1/chat/completions, or Ollama's /api/generate"
 	case "/api/create", "/api/delete", "/api/copy", "/api/push":
 		why = "the proxy does not manage models (" + path + "): do it on the Ollama server itself"
+	case "/chat/completions", "/responses", "/messages", "/messages/count_tokens", "/models":
+		// A base URL without /v1: OpenAI's SDKs add only the endpoint's
+		// own path to it.
+		why = "no such endpoint " + path + ": the OpenAI and Anthropic APIs are under /v1: add /v1 to the client's base URL (http://host:port/v1), so that it sends /v1" + path
 	default:
 		if !strings.HasPrefix(path, "/api/blobs/") {
 			return errNotFound

@@ -105,6 +105,7 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 			req.Messages = append(req.Messages, ollamaMessage{Role: "user", Content: req.Prompt, Images: req.Images})
 		}
 	}
+	var count partCount
 	for i, m := range req.Messages {
 		req.Messages[i].Role = strings.ToLower(m.Role) // as Ollama's Message.UnmarshalJSON
 		if !ollamaRoles[req.Messages[i].Role] {
@@ -118,8 +119,14 @@ func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error)
 			if req.Messages[i].Role != "user" {
 				return nil, invalid(param, "%s: only user messages take images", param)
 			}
+			if err := checkMessageParts(len(m.Images), param); err != nil {
+				return nil, err
+			}
 			parts, err := ollamaImages(m.Images, param)
 			if err != nil {
+				return nil, err
+			}
+			if err := count.add(parts); err != nil {
 				return nil, err
 			}
 			req.Messages[i].parts = parts

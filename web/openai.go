@@ -162,6 +162,7 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 	}
 	var pending string // the ID given to the last legacy function_call
 	var ids legacyIDs
+	var count partCount
 	for i := range req.Messages {
 		m := &req.Messages[i]
 		if m.FunctionCall != nil || m.Role == "function" {
@@ -184,6 +185,9 @@ func decodeChatRequest(body []byte) (*chatRequest, error) {
 			return nil, err
 		}
 		m.text, m.parts, m.lead = text, parts, lead
+		if err := count.add(parts); err != nil {
+			return nil, err
+		}
 	}
 	if req.legacy {
 		// The answer's call will sit at len(Messages) in the follow-up.

@@ -109,6 +109,9 @@ func contentParts(raw json.RawMessage, where place, parts bool) (text string, ou
 		if err := json.Unmarshal(raw, &list); err != nil {
 			return "", nil, 0, invalid(param, "%s: %v", param, errContentShape)
 		}
+		if err := checkMessageParts(len(list), param); err != nil {
+			return "", nil, 0, err
+		}
 		var b strings.Builder
 		for i, p := range list {
 			at := param + "[" + strconv.Itoa(i) + "]"

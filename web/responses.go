@@ -246,6 +246,7 @@ func (r *responsesRequest) decodeInput() error {
 	names := map[string]string{} // call_id → function name
 	open := -1                   // the assistant message that takes the next function calls
 	var outParts []chain.Part    // the parts of the outputs just read
+	var count partCount
 	flush := func() {
 		if len(outParts) > 0 {
 			r.items = append(r.items, chain.Message{Role: "user", Parts: outParts})
@@ -266,6 +267,9 @@ func (r *responsesRequest) decodeInput() error {
 				return invalid(param+".content", "missing required parameter input[%d].content: a message needs content (a string or an array of parts)", i)
 			}
 			text, parts, lead, err := contentParts(it.Content, place{"input", i, "content"}, it.Role == "user")
+			if err == nil {
+				err = count.add(parts)
+			}
 			if err != nil {
 				return err
 			}
@@ -289,6 +293,9 @@ func (r *responsesRequest) decodeInput() error {
 				return invalid(param+".call_id", "input[%d] is a function_call_output without call_id", i)
 			}
 			out, parts, _, err := contentParts(it.Output, place{"input", i, "output"}, true)
+			if err == nil {
+				err = count.add(parts)
+			}
 			if err != nil {
 				return err
 			}

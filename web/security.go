@@ -81,7 +81,7 @@ func (s *Server) reject(c *gin.Context, why string, err error) {
 		status, _ = anthropicStatus(err, status, obj)
 	}
 	s.endSpan(c, status, nil, err)
-	s.log.Info("request rejected", "req_id", c.GetString("req_id"), "method", c.Request.Method, "path", c.Request.URL.Path,
+	s.log.Info("request rejected", "req_id", reqID(c), "method", c.Request.Method, "path", c.Request.URL.Path,
 		"status", status, "why", why, "remote", c.Request.RemoteAddr)
 	if s.metrics != nil {
 		s.metrics.observeRejected(c.FullPath(), status)

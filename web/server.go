@@ -204,7 +204,7 @@ func (s *Server) recoverer(c *gin.Context) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic", "req_id", c.GetString("req_id"), "panic", v)
+			s.log.Error("panic", "req_id", reqID(c), "panic", v)
 			if !c.Writer.Written() {
 				s.fail(c, errors.New("internal error"))
 			}
@@ -228,7 +228,7 @@ func (s *Server) statusFor(err error) (int, errorObject) {
 func (s *Server) fail(c *gin.Context, err error) {
 	status, obj := s.statusFor(err)
 	if status == StatusClientClosed {
-		s.log.Info("client closed request", "req_id", c.GetString("req_id"))
+		s.log.Info("client closed request", "req_id", reqID(c))
 		c.Status(status)
 		return
 	}
@@ -246,7 +246,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Header("X-Chain-Mode", fl.Trace.Mode)
 	}
 	if status >= 500 {
-		s.log.Warn("request failed", "req_id", c.GetString("req_id"), "status", status, "err", err)
+		s.log.Warn("request failed", "req_id", reqID(c), "status", status, "err", err)
 	}
 	if ollamaPath(c.Request.URL.Path) {
 		// Ollama's clients read {"error": "…"}; an OpenAI error object
@@ -308,7 +308,23 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	}
 	// The write side keeps no deadline: answers may stream for minutes.
 	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Time{})
+	if !fewValues(body, maxValues) {
+		return nil, errManyValues
+	}
 	return body, nil
+}
+
+// reqID is the id of a request's log lines: the trace id begin gave it,
+// or, for a request refused before begin (a wrong key, an unknown path,
+// count_tokens, a cross-origin call), one made now and kept, so that
+// every line of a request, a rejected one too, carries one.
+func reqID(c *gin.Context) string {
+	if id := c.GetString("req_id"); id != "" {
+		return id
+	}
+	id := newTraceID()
+	c.Set("req_id", id)
+	return id
 }
 
 // newTraceID makes a chain trace id of W3C's form (32 lowercase hex, 16
@@ -620,7 +636,8 @@ func (s *Server) listedModel(id, owner, aliasFor string) listedModel {
 }
 
 // modelList renders /v1/models once, the chain models, every node, and
-// the model_aliases patterns, and the GET /v1/models/{id} body of each.
+// the model_aliases names that are not patterns, and the GET
+// /v1/models/{id} body of each.
 func (s *Server) modelList() ([]byte, map[string][]byte) {
 	list := struct {
 		Object string        `json:"object"`
@@ -646,11 +663,16 @@ func (s *Server) modelList() ([]byte, map[string][]byte) {
 			listed[n.Model] = true
 		}
 	}
-	// Each model_aliases pattern, with the model it stands for: a client
-	// that lists models sees what names it may use.
+	// Each model_aliases name without wildcards, with the model it stands
+	// for: a client that lists models sees what names it may use. A
+	// pattern (claude-*) is no model: a client that picked it from the
+	// list would send "claude-*"; GET /v1/models/{id} answers for each
+	// name one takes.
 	if s.engine != nil {
 		for _, a := range s.engine.Aliases() {
-			list.Data = append(list.Data, s.listedModel(a[0], "chainproxy", a[1]))
+			if !strings.ContainsAny(a[0], `*?[\`) {
+				list.Data = append(list.Data, s.listedModel(a[0], "chainproxy", a[1]))
+			}
 		}
 	}
 	list.FirstID, list.LastID = list.Data[0].ID, list.Data[len(list.Data)-1].ID

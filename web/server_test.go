@@ -705,6 +705,22 @@ func (b *logBuffer) reset() {
 	b.buf.Reset()
 }
 
+// TestMissingV1: a client whose base URL lacks /v1 is told to add it, in
+// OpenAI's error shape, rather than "no such endpoint".
+func TestMissingV1(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	for _, path := range []string{"/chat/completions", "/responses", "/messages"} {
+		resp := s.post(t, path, `{"model":"chain/auto","messages":[{"role":"user","content":"hi"}]}`)
+		var body errorBody
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatalf("POST %s: %v", path, err)
+		}
+		if want := "sends /v1" + path; resp.StatusCode != 404 || body.Error.Code == nil || *body.Error.Code != "not_found" || !strings.Contains(body.Error.Message, want) {
+			t.Errorf("POST %s = %d %+v, want 404 not_found saying %q", path, resp.StatusCode, body.Error, want)
+		}
+	}
+}
+
 // TestNotServed: an endpoint of the APIs the proxy speaks that it does not
 // serve gets a 404 saying so and where to go; any other path the plain one.
 func TestNotServed(t *testing.T) {
@@ -712,6 +728,7 @@ func TestNotServed(t *testing.T) {
 		"/v1/embeddings":  "does not serve embeddings (/v1/embeddings)",
 		"/api/embed":      "does not serve embeddings (/api/embed)",
 		"/v1/completions": "use /v1/chat/completions",
+		"/models":         "add /v1 to the client's base URL",
 		"/api/copy":       "does not manage models (/api/copy)",
 		"/api/blobs/x":    "does not manage models (/api/blobs)",
 		"/v1/nope":        "no such endpoint",
@@ -721,5 +738,89 @@ func TestNotServed(t *testing.T) {
 		if status != 404 || obj.Code == nil || *obj.Code != "not_found" || !strings.Contains(obj.Message, want) {
 			t.Errorf("%s: %d %+v, want 404 not_found with %q", path, status, obj, want)
 		}
+	}
+}
+
+// TestCockpitExamplesWithoutScenarios: the empty chat's examples, shown
+// whatever the models, name none of the demo's scenarios (loop, weather,
+// …), which mean something only to the -demo's scripted models; those are
+// listed in the demo block alone, which the page shows only when every node
+// is a mock.
+func TestCockpitExamplesWithoutScenarios(t *testing.T) {
+	s := newTestServer(t, testConfig)
+	resp, err := http.Get(s.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page := string(readAll(t, resp.Body))
+	_, examples, ok1 := strings.Cut(page, `<div class="examples">`)
+	examples, demo, ok2 := strings.Cut(examples, `<div id="demo" class="demo-scenarios" hidden>`)
+	if !ok1 || !ok2 {
+		t.Fatal("the page has no examples, or no hidden demo block after them")
+	}
+	var words []string
+	for rest := demo; ; {
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, `data-scenario="`); !ok {
+			break
+		}
+		word, _, _ := strings.Cut(rest, `"`)
+		words = append(words, word)
+	}
+	if len(words) == 0 {
+		t.Fatal("the demo block lists no scenarios")
+	}
+	for _, w := range words {
+		if strings.Contains(examples, `data-example="`+w+`:`) {
+			t.Errorf("the examples shown with real models offer the demo scenario %q", w)
+		}
+	}
+}
+
+// TestRejectedLogLine: a rejected request's log line carries a request
+// id, whether it was refused before the chain's trace began (a wrong key,
+// an unknown path, count_tokens' bad body) or after (a bad body), and two
+// requests have two ids.
+func TestRejectedLogLine(t *testing.T) {
+	cfg := mustConfig(t, testConfig)
+	cfg.Server.APIKeys = []string{"sk-right"}
+	buf := new(logBuffer)
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: mustEngine(t, cfg), Traces: store.NewMemory(100, 10), Logger: slog.New(slog.NewJSONHandler(buf, nil))}))
+	defer srv.Close()
+	seen := map[string]string{}
+	for _, tc := range []struct{ name, key, path, body string }{
+		{"wrong key", "sk-wrong", "/v1/chat/completions", `{}`},
+		{"unknown path", "sk-right", "/v1/nope", `{}`},
+		{"count_tokens bad body", "sk-right", "/v1/messages/count_tokens", `{`},
+		{"chat bad body", "sk-right", "/v1/chat/completions", `{`},
+	} {
+		buf.reset()
+		req, _ := http.NewRequest("POST", srv.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Authorization", "Bearer "+tc.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		var line map[string]any
+		for _, l := range strings.Split(buf.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request rejected" {
+				line = m
+			}
+		}
+		if line == nil {
+			t.Fatalf("%s: no request rejected line in %s", tc.name, buf.String())
+		}
+		id, _ := line["req_id"].(string)
+		if len(id) != 32 {
+			t.Errorf("%s: req_id %q, want a request id (%v)", tc.name, id, line)
+		}
+		if other, ok := seen[id]; ok {
+			t.Errorf("%s: req_id %q, already %s's", tc.name, id, other)
+		}
+		seen[id] = tc.name
 	}
 }
