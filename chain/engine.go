@@ -243,6 +243,11 @@ type ToolChoice struct {
 
 // RunRequest is one request to answer.
 type RunRequest struct {
+	// TraceID names the chain in its trace, its logs and the trace list.
+	// A run that resumes a chain paused for the client's tools sets it to
+	// the chain's (the first request's id), and the trace list may give a
+	// new chain an id of its own when the client's is another's (see
+	// Watcher): the caller reads it back once the run classified.
 	TraceID string
 	// Model is the client's model field, resolved with Resolve.
 	Model string
@@ -331,9 +336,8 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 			return r.resume(ctx, st)
 		}
 	}
-	var question string
 	var background bool
-	r.trace.Mode, r.trace.Reasons, question, background = e.decide(req, route)
+	r.trace.Mode, r.trace.Reasons, r.question, background = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
 	if r.trace.Mode == ModeReflexive {
@@ -356,7 +360,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		}
 	}
 	r.trace.Stages = []StageTrace{}
-	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: question, Own: background}); err != nil {
+	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: r.question, Own: background}); err != nil {
 		return nil, err
 	}
 	if route.Relay() {
@@ -390,7 +394,7 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 		if name := ownRequest(req.Messages); name != "" {
 			return ModeSimple, append([]string{why}, classify.BackgroundDecision(name).Reasons...), ownName(name), true
 		}
-		return ModeSimple, []string{why}, "", false
+		return ModeSimple, []string{why}, e.judged(req.Messages), false
 	case ModeReflexive:
 		// The chain the user chose for a chat is not forced on the
 		// client's own requests beside it (Open WebUI sends its titles to
@@ -400,7 +404,7 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 			d := classify.BackgroundDecision(name)
 			return d.Mode, append(d.Reasons, why+": not for the client's own requests"), ownName(name), true
 		}
-		return ModeReflexive, []string{why}, "", false
+		return ModeReflexive, []string{why}, e.judged(req.Messages), false
 	}
 	// A client's own request known by its system message: its user
 	// message holds the user's words, which are not what it asks.
@@ -413,6 +417,13 @@ func (e *Engine) decide(req *RunRequest, route Route) (mode string, reasons []st
 		return d.Mode, d.Reasons, ownName(d.Background), true
 	}
 	return d.Mode, d.Reasons, d.Text, false
+}
+
+// judged is the user's words the classifier finds in msgs, an agent
+// client's blocks set aside: what names a chain whose mode was forced, as
+// it names one classified (a Claude Code turn starts with reminders).
+func (e *Engine) judged(msgs []Message) string {
+	return e.classifier.Classify(UserTexts(msgs), "").Text
 }
 
 // ownName is what names a client's own request where the user's words

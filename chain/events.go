@@ -1,5 +1,7 @@
 package chain
 
+import "time"
+
 // Event kinds, in the order a run emits them.
 const (
 	EventClassified = "classified"
@@ -36,6 +38,11 @@ type Event struct {
 	Mode     string
 	Reasons  []string
 	Question string
+	// Paused is set on the EventClassified of a run that resumes a chain
+	// paused for its client's tools: the chain as it paused. The run goes
+	// on under the chain's trace id (RunRequest.TraceID), so that a
+	// watcher lists the chain and its client round trips as one.
+	Paused *Paused
 	// ToolUse is the tool call of an EventTool.
 	ToolUse *ToolUse
 	// StageTrace is the finished stage of an EventStageEnd.
@@ -43,4 +50,16 @@ type Event struct {
 	// Content and Reasoning are the text of an EventDelta.
 	Content   string
 	Reasoning string
+}
+
+// Paused is a chain that waited for its client's tool results, as the run
+// resuming it found it.
+type Paused struct {
+	// Started is when the chain's first request started: its trace's
+	// times are offsets from it.
+	Started time.Time
+	// Trace is the chain's trace so far: its earlier stages, and the
+	// waiting one's turns and client calls. The watcher must not keep it:
+	// the run goes on changing its stages.
+	Trace Trace
 }

@@ -41,9 +41,16 @@ type resumeState struct {
 	// T0 is when the chain's first request started, in Unix milliseconds:
 	// a resumed chain's trace times go on from it, so the client's wait
 	// shows as a gap on its timeline.
-	T0   int64        `json:"t0,omitempty"`
-	Cur  savedStage   `json:"cur"`
-	Done []savedStage `json:"done"`
+	T0 int64 `json:"t0,omitempty"`
+	// TraceID is the chain's trace id, the first request's, and Question
+	// the user's words the classifier judged: the resumed run goes on
+	// under the one and is named by the other, the chain being one trace
+	// however many client round trips it takes. (A state saved without
+	// them resumes under the request's own id.)
+	TraceID  string       `json:"trace_id,omitempty"`
+	Question string       `json:"question,omitempty"`
+	Cur      savedStage   `json:"cur"`
+	Done     []savedStage `json:"done"`
 }
 
 type savedStage struct {
@@ -142,7 +149,8 @@ func (r *run) save(ctx context.Context, s *stage, done []*stage, cfgIdx int) {
 	if r.e.resume == nil || len(s.awaiting) == 0 {
 		return
 	}
-	st := resumeState{Version: resumeVersion, Stage: cfgIdx, Left: r.left, Trace: r.trace, Messages: r.req.Messages, T0: r.t0.UnixMilli(), Cur: saveStage(s, true)}
+	st := resumeState{Version: resumeVersion, Stage: cfgIdx, Left: r.left, Trace: r.trace, Messages: r.req.Messages, T0: r.t0.UnixMilli(),
+		TraceID: r.req.TraceID, Question: r.question, Cur: saveStage(s, true)}
 	for _, sc := range r.e.cfg.Chain.Stages {
 		st.Nodes = append(st.Nodes, sc.Node)
 	}
@@ -239,6 +247,10 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	if st.T0 > 0 {
 		r.t0 = time.UnixMilli(st.T0)
 	}
+	if st.TraceID != "" {
+		r.req.TraceID = st.TraceID
+	}
+	r.question = st.Question
 	r.trace = st.Trace
 	r.left = st.Left
 	r.req.Messages = st.Messages
@@ -255,7 +267,8 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	}
 	r.stageSpan(ctx, s, true)
 	r.trace.Reasons = append(r.trace.Reasons, "resumed in stage "+s.node.Name+" with the client's tool results")
-	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons}); err != nil {
+	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: r.question,
+		Paused: &Paused{Started: r.t0, Trace: r.trace}}); err != nil {
 		return nil, err
 	}
 	s.st.Status = ""

@@ -44,6 +44,9 @@ type run struct {
 	hidden map[string]bool
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
+	// question is the user's words the classifier judged, or the name of
+	// a client's own request: what names the chain (Event.Question).
+	question string
 	// relay: a node named directly; its prompt is the client's business
 	// and is sent as it came, unfitted.
 	relay bool

@@ -3,7 +3,9 @@ package chain
 // Watcher sees the events of every run as they happen, whatever front
 // started it and whether or not that front follows the run itself: the
 // cockpit's list of traces follows running chains through it. Watch runs on
-// the run's goroutine and must return at once (no I/O, no waiting).
+// the run's goroutine and must return at once (no I/O, no waiting). On an
+// EventClassified it may give the run another trace id (req.TraceID), the
+// chain's own where the one it came with is taken.
 type Watcher interface {
 	Watch(req *RunRequest, ev Event)
 }
