@@ -96,9 +96,11 @@ func (s *Server) chat(c *gin.Context) {
 	if in.Stream || strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
 		res, err = s.streamChat(c, req)
 	} else if res, err = s.engine.Run(c.Request.Context(), req, nil); err == nil {
+		chainID(c, req)
 		c.Header("X-Chain-Mode", res.Trace.Mode)
-		c.JSON(http.StatusOK, toChatResponse(traceID, res))
+		c.JSON(http.StatusOK, toChatResponse(req.TraceID, res))
 	} else {
+		chainID(c, req)
 		s.fail(c, err)
 	}
 	s.finish(c, "/chat", traceID, start, res, nil, err)
@@ -107,6 +109,8 @@ func (s *Server) chat(c *gin.Context) {
 // streamChat emits the run's events as named SSE events for the cockpit.
 func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Result, error) {
 	sse := newSSE(c.Writer)
+	id := req.TraceID // as classified (chainID), for the keep-alive's headers too
+	sse.header = func(h http.Header) { h.Set("X-Chain-Trace-Id", id) }
 	emit := func(name string, v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -118,7 +122,8 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 	onEvent := func(ev chain.Event) error {
 		switch ev.Kind {
 		case chain.EventClassified:
-			return emit(ev.Kind, gin.H{"trace_id": req.TraceID, "mode": ev.Mode, "reasons": ev.Reasons})
+			id = req.TraceID
+			return emit(ev.Kind, gin.H{"trace_id": id, "mode": ev.Mode, "reasons": ev.Reasons})
 		case chain.EventStageStart:
 			return emit(ev.Kind, gin.H{"index": ev.Stage, "node": ev.Node, "model": ev.Model, "max_turns": ev.MaxTurns, "tools": ev.Tools})
 		case chain.EventTurn:
@@ -140,6 +145,7 @@ func (s *Server) streamChat(c *gin.Context, req *chain.RunRequest) (*chain.Resul
 		return sse.comment("keepalive")
 	}
 	res, err := s.drive(c.Request.Context(), req, sse, onEvent, onTick)
+	chainID(c, req)
 	if err != nil {
 		if !sse.started {
 			s.fail(c, err)

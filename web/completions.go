@@ -108,8 +108,12 @@ func withChain(obj, traceJSON []byte) []byte {
 }
 
 // finish stores the trace and logs the request's one line. traceJSON is the
-// trace as encoded for the answer, when it was.
+// trace as encoded for the answer, when it was. The trace id is the
+// chain's, which the run may have changed (chainID).
 func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, res *chain.Result, traceJSON []byte, err error) {
+	if id := c.GetString("req_id"); id != "" {
+		traceID = id // the chain's, when the run went on under another (chainID)
+	}
 	var tr *chain.Trace
 	if res != nil {
 		tr = &res.Trace

@@ -55,11 +55,14 @@ func (s *Server) streamRun(c *gin.Context, req *chain.RunRequest, w *sseWriter, 
 	defer w.release() // nothing writes to w once the run is over (drive)
 	mode := ""
 	where := "starting"
-	w.header = func(h http.Header) { h.Set("X-Chain-Mode", mode) }
+	// id is the chain's id as the run classified it (chainID): read here,
+	// on the run's goroutine, for the headers the keep-alive may write.
+	id := req.TraceID
+	w.header = func(h http.Header) { h.Set("X-Chain-Mode", mode); h.Set("X-Chain-Trace-Id", id) }
 	onEvent := func(ev chain.Event) error {
 		switch ev.Kind {
 		case chain.EventClassified:
-			mode = ev.Mode
+			mode, id = ev.Mode, req.TraceID
 		case chain.EventStageStart:
 			where = "stage " + ev.Node + " starting"
 		case chain.EventTurn:
@@ -84,6 +87,7 @@ func (s *Server) streamRun(c *gin.Context, req *chain.RunRequest, w *sseWriter, 
 	}
 	onTick := func() error { return enc.keepalive(where) }
 	res, err := s.drive(c.Request.Context(), req, w, onEvent, onTick)
+	chainID(c, req)
 	if err != nil {
 		if !w.started {
 			failPre(err)
@@ -106,6 +110,7 @@ func (s *Server) streamRun(c *gin.Context, req *chain.RunRequest, w *sseWriter, 
 // the store.
 func (s *Server) wholeRun(c *gin.Context, req *chain.RunRequest, emit func(chain.Event) error, body func(res *chain.Result, trace []byte) ([]byte, error), failPre func(error)) (*chain.Result, []byte, error) {
 	res, err := s.engine.Run(c.Request.Context(), req, emit)
+	chainID(c, req)
 	if err != nil {
 		if !c.Writer.Written() {
 			failPre(err)
@@ -125,4 +130,16 @@ func (s *Server) wholeRun(c *gin.Context, req *chain.RunRequest, emit func(chain
 	c.Header("X-Chain-Mode", res.Trace.Mode)
 	writeFinal(c, b)
 	return res, traceJSON, nil
+}
+
+// chainID records the id req's run went on under, once it ran: the
+// request's own, or the chain's it resumed, or one of its own where the
+// client's trace id is another caller's chain (see traceHub.classified).
+// The response's X-Chain-Trace-Id, the log line and the stored trace name
+// it (finish).
+func chainID(c *gin.Context, req *chain.RunRequest) {
+	c.Set("req_id", req.TraceID)
+	if !c.Writer.Written() {
+		c.Header("X-Chain-Trace-Id", req.TraceID)
+	}
 }

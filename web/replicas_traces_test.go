@@ -476,7 +476,7 @@ func TestTraceHubMerge(t *testing.T) {
 		h.Watch(req, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 		if ended {
 			h.end("o", id, &chain.Trace{Mode: "simple", Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil)
-			h.stored(id)
+			h.stored("o", id)
 		}
 	}
 	tests := []struct {
@@ -511,7 +511,7 @@ func TestTraceHubMerge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newTraceHub()
+			h := newTraceHub(30 * time.Minute)
 			tt.steps(h)
 			var got []string
 			for _, s := range h.list("", true) {
@@ -524,7 +524,7 @@ func TestTraceHubMerge(t *testing.T) {
 	}
 
 	t.Run("cap", func(t *testing.T) {
-		h := newTraceHub()
+		h := newTraceHub(30 * time.Minute)
 		for i := range traceListCap {
 			local(h, fmt.Sprint("l", i), "q", true)
 		}

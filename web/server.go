@@ -118,7 +118,7 @@ func New(o Options) *Server {
 	for _, k := range o.Config.Server.AdminKeys {
 		s.admins = append(s.admins, []byte(k))
 	}
-	s.hub = newTraceHub()
+	s.hub = newTraceHub(o.Config.Chain.ResumeTTL)
 	if o.Tracing != nil {
 		s.tracer = o.Tracing.Tracer(tracerScope)
 	}
@@ -410,10 +410,14 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 // caller's scope, and tells the trace list how the request ended (runErr is
 // the run's error). traceJSON is tr encoded, when it already is. The list
 // hears of the end after the trace is stored, so that a reader told of it
-// finds the trace.
+// finds the trace. A chain whose client went away is stored too, with its
+// stages so far, cancelled (see traceHub.end).
 func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace, traceJSON []byte, runErr error) {
-	sum, listed := s.hub.end(who, id, tr, runErr)
-	defer s.hub.stored(id)
+	sum, kept, listed := s.hub.end(who, id, tr, runErr)
+	defer s.hub.stored(who, id)
+	if kept != tr {
+		tr, traceJSON = kept, nil
+	}
 	if s.traces == nil || tr == nil {
 		return
 	}
@@ -507,7 +511,7 @@ func (s *Server) getTrace(c *gin.Context) {
 		s.fail(c, notFound)
 		return
 	}
-	if owner, ok := s.hub.owner(id); ok && all {
+	if owner, ok := s.hub.owner(who, all, id); ok && all {
 		who = owner
 	}
 	data, ok, err := s.traces.GetTrace(c.Request.Context(), traceKey(who, id))
@@ -519,7 +523,7 @@ func (s *Server) getTrace(c *gin.Context) {
 		s.fail(c, notFound)
 		return
 	}
-	c.Data(http.StatusOK, "application/json", data)
+	c.Data(http.StatusOK, "application/json", s.hub.abandonStored(data))
 }
 
 // listTraces serves GET /v1/chain/traces: the recent chains the caller may
@@ -573,6 +577,7 @@ func (s *Server) listTraces(c *gin.Context) {
 		case <-sub.wake:
 			err = send(s.hub.take(sub))
 		case <-tick.C:
+			s.hub.sweep()
 			if time.Since(sse.last) >= s.keepalive {
 				err = sse.comment("keepalive")
 			}

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -55,8 +57,9 @@ type traceSummary struct {
 	Mode     string       `json:"mode"`
 	Stages   []stageBadge `json:"stages"`
 	// Status is "running" until the request ends, then the chain's:
-	// "failed", "awaiting_client", a stage's stop ("stopped_repeat", …),
-	// "degenerate" or "ok" (see chainStatus).
+	// "failed", "cancelled", "awaiting_client" (then "abandoned" once
+	// chain.resume_ttl passed without its resumption), a stage's stop
+	// ("stopped_repeat", …), "degenerate" or "ok" (see chainStatus).
 	Status     string `json:"status"`
 	DurationMS int64  `json:"duration_ms"`
 	Tokens     int    `json:"tokens"`
@@ -75,6 +78,16 @@ type stageBadge struct {
 
 // traceRunning is the status of a chain still under way.
 const traceRunning = "running"
+
+// traceCancelled is the status of a chain whose client went away before
+// its answer (a stopped stream, a dropped connection), and of its stages
+// still running then: the trace so far is stored, and opens.
+const traceCancelled = "cancelled"
+
+// traceAbandoned is the status of a chain that paused for its client's
+// tools (awaiting_client) and was not resumed within chain.resume_ttl,
+// and of its waiting stage: the client will not come back to it.
+const traceAbandoned = "abandoned"
 
 // traceInterrupted is the status of another replica's chain that was
 // running when that replica went silent (see traceStaleAfter), and of its
@@ -126,6 +139,9 @@ type sharedSummary struct {
 
 // listedTrace is a chain in the list: its summary, whose it is, and while
 // it runs, its stages so far (the stored trace replaces them at the end).
+// The list keys it by owner and id (key): trace ids are not secrets (a
+// client's traceparent travels to every service of its trace), so two
+// callers may send the same one, and neither may reach the other's chain.
 type listedTrace struct {
 	owner   string
 	sum     traceSummary
@@ -136,13 +152,20 @@ type listedTrace struct {
 	stale bool
 	// queued: this replica's chain waits in the hub's outbox to be shared.
 	queued bool
+	// told: the readers were told that the chain, awaiting its client,
+	// is abandoned (sweep).
+	told bool
 	// replica is the replica that sent a chain listed from another one
 	// ("" for this replica's own), seq its number for that news, and heard
-	// when it was sent.
+	// when it was sent (for this replica's own chain, when its request
+	// ended: a later request of it elsewhere, a resumption, is newer).
 	replica string
 	seq     uint64
 	heard   time.Time
 }
+
+// key is where the list keeps it.
+func (it *listedTrace) key() string { return traceKey(it.owner, it.sum.TraceID) }
 
 // traceSub is one reader of the list's event stream. dirty and wake are
 // how the hub hands it changes without ever blocking on it: the hub notes
@@ -151,7 +174,7 @@ type traceSub struct {
 	who   string
 	all   bool
 	wake  chan struct{} // capacity 1
-	dirty []string      // guarded by traceHub.mu
+	dirty []string      // keys, guarded by traceHub.mu
 }
 
 // traceHub lists recent chains from every front and client, live: it is
@@ -160,10 +183,16 @@ type traceSub struct {
 // (shareWith) it also lists the other replicas' chains.
 type traceHub struct {
 	mu    sync.Mutex
-	items map[string]*listedTrace
-	order []string // ids, oldest first by start
-	subs  map[*traceSub]struct{}
-	now   func() time.Time
+	items map[string]*listedTrace // by key (owner and id)
+	order []string                // keys, oldest first by start
+	// ids counts the chains listed under each trace id, whoever's: a
+	// chain whose id is free (most) needs no look at the others.
+	ids  map[string]int
+	subs map[*traceSub]struct{}
+	now  func() time.Time
+	// resumeTTL is chain.resume_ttl: a chain awaiting its client longer
+	// is abandoned.
+	resumeTTL time.Duration
 
 	// feed shares the list with the other replicas; nil when alone.
 	feed TraceFeed
@@ -172,17 +201,18 @@ type traceHub struct {
 	// chains coming back from the store are known as its own.
 	replica string
 	seq     uint64   // the last news shared
-	outbox  []string // ids of own chains to share
+	outbox  []string // keys of own chains to share
 	// flushing: a goroutine is sending the outbox.
 	flushing bool
 }
 
 var _ chain.Watcher = (*traceHub)(nil)
 
-func newTraceHub() *traceHub {
+func newTraceHub(resumeTTL time.Duration) *traceHub {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &traceHub{items: map[string]*listedTrace{}, subs: map[*traceSub]struct{}{}, now: time.Now, replica: hex.EncodeToString(b[:])}
+	return &traceHub{items: map[string]*listedTrace{}, ids: map[string]int{}, subs: map[*traceSub]struct{}{}, now: time.Now,
+		resumeTTL: resumeTTL, replica: hex.EncodeToString(b[:])}
 }
 
 // Watch implements chain.Watcher: a chain appears at its classification
@@ -195,32 +225,19 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	it := h.items[req.TraceID]
-	if it != nil && (it.sum.Status != traceRunning || it.replica != "") && ev.Kind == chain.EventClassified {
-		// A new request under an ended chain's id: the client sent the
-		// traceparent of one trace with several requests (an agent's
-		// run, a tool round trip), maybe to another replica first. The
-		// list shows the latest.
-		it = nil
+	var it *listedTrace
+	if ev.Kind == chain.EventClassified {
+		it = h.classified(req, &ev)
+	} else {
+		it = h.items[traceKey(req.Caller, req.TraceID)]
 	}
-	if it == nil {
-		if ev.Kind != chain.EventClassified {
-			return
-		}
-		it = h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client)
+	if it == nil || it.partial == nil || it.sum.Status != traceRunning {
+		return // not listed, or already ended
 	}
 	tr := it.partial
-	if tr == nil || it.sum.Status != traceRunning {
-		return // already ended
-	}
 	switch ev.Kind {
 	case chain.EventClassified:
 		tr.Mode = ev.Mode
-		for _, r := range ev.Reasons {
-			if strings.HasPrefix(r, "resumed in stage ") {
-				it.sum.Resumed = true
-			}
-		}
 		tr.Reasons = slices.Clone(ev.Reasons)
 	case chain.EventStageStart:
 		for len(tr.Stages) <= ev.Stage {
@@ -261,48 +278,139 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 	}
 }
 
-// add lists a new chain, in place of one listed under the same id; h.mu
-// is held.
-func (h *traceHub) add(id, owner, question, client string) *listedTrace {
+// classified lists the chain a run's classification starts, or goes on
+// with; h.mu is held. A resumed run (ev.Paused) goes on with the chain it
+// resumes, under that chain's id, as one entry: its client round trips are
+// part of its timeline. A new run takes its request's id, unless that id
+// is taken (see taken): then it gets one of its own, in req.TraceID, which
+// the request answers under; the client's trace id stays the parent of
+// the request's exported span.
+func (h *traceHub) classified(req *chain.RunRequest, ev *chain.Event) *listedTrace {
+	if p := ev.Paused; p != nil {
+		it := h.items[traceKey(req.Caller, req.TraceID)]
+		if it == nil || it.replica != "" || it.sum.Status != chain.StageAwaitingClient {
+			// Paused on another replica, dropped from the list, or
+			// replaced in it by a later request under its id: listed
+			// anew, from when it started.
+			it = h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, p.Started)
+		}
+		it.sum.Status, it.sum.Resumed, it.told = traceRunning, true, false
+		if q := question(ev.Question, nil); q != "" {
+			it.sum.Question = q
+		}
+		it.partial = partialOf(&p.Trace)
+		return it
+	}
+	if h.taken(req.Caller, req.TraceID) {
+		req.TraceID = newTraceID()
+	}
+	// A new request under the id of a chain of the same caller that
+	// ended (the client sent the traceparent of one trace with several
+	// requests, maybe to another replica first) is listed in its place:
+	// the list shows the latest.
+	return h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, h.now())
+}
+
+// taken reports whether a new chain of who may not use id: another
+// caller's chain is listed under it, or one of who's own is running under
+// it (two requests at once under one client trace are two chains).
+// h.mu is held.
+func (h *traceHub) taken(who, id string) bool {
+	if h.ids[id] == 0 {
+		return false
+	}
 	now := h.now()
-	it := &listedTrace{owner: owner, start: now, partial: &chain.Trace{Stages: []chain.StageTrace{}}}
-	it.sum = traceSummary{TraceID: id, Started: now.UnixMilli(), Question: question, Status: traceRunning, Client: client, Stages: []stageBadge{}}
+	for _, it := range h.items {
+		if it.sum.TraceID != id {
+			continue
+		}
+		h.expire(it, now)
+		if it.owner != who || it.sum.Status == traceRunning {
+			return true
+		}
+	}
+	return false
+}
+
+// partialOf is tr as a running chain's list entry keeps it: its own copy
+// of the stages, outputs capped, without the model calls.
+func partialOf(tr *chain.Trace) *chain.Trace {
+	out := &chain.Trace{Mode: tr.Mode, Reasons: slices.Clone(tr.Reasons), Turns: tr.Turns, Stages: make([]chain.StageTrace, len(tr.Stages))}
+	for i := range tr.Stages {
+		st, _ := tr.Stages[i].Capped(chain.OutputCap)
+		st.ToolsUsed, st.Calls = slices.Clone(st.ToolsUsed), nil
+		out.Stages[i] = st
+	}
+	return out
+}
+
+// add lists a new chain started at start, in place of one listed under the
+// same owner and id; h.mu is held.
+func (h *traceHub) add(id, owner, question, client string, start time.Time) *listedTrace {
+	it := &listedTrace{owner: owner, start: start, partial: &chain.Trace{Stages: []chain.StageTrace{}}}
+	it.sum = traceSummary{TraceID: id, Started: start.UnixMilli(), Question: question, Status: traceRunning, Client: client, Stages: []stageBadge{}}
 	h.put(it)
 	return it
 }
 
-// put lists it in place of any chain listed under its id, in order of
+// put lists it in place of any chain listed under its key, in order of
 // start, dropping the oldest beyond traceListCap; h.mu is held.
 func (h *traceHub) put(it *listedTrace) {
-	id := it.sum.TraceID
-	if h.items[id] != nil {
-		h.order = slices.DeleteFunc(h.order, func(o string) bool { return o == id })
+	key := it.key()
+	if h.items[key] != nil {
+		h.order = slices.DeleteFunc(h.order, func(o string) bool { return o == key })
+	} else {
+		h.ids[it.sum.TraceID]++
 	}
-	h.items[id] = it
+	h.items[key] = it
 	i := len(h.order)
 	for i > 0 && h.items[h.order[i-1]].sum.Started > it.sum.Started {
-		i-- // another replica's chain, started later: rare, near the end
+		i-- // another replica's chain, or a resumed one, started earlier than the last: near the end
 	}
-	h.order = slices.Insert(h.order, i, id)
+	h.order = slices.Insert(h.order, i, key)
 	if len(h.order) > traceListCap {
-		old := h.order[0]
+		old := h.items[h.order[0]]
 		h.order = h.order[1:]
-		delete(h.items, old)
+		delete(h.items, old.key())
+		if h.ids[old.sum.TraceID]--; h.ids[old.sum.TraceID] <= 0 {
+			delete(h.ids, old.sum.TraceID)
+		}
 	}
+}
+
+// find returns the chain id who may open (any owner's when all: its own
+// first, else the latest listed under id); h.mu is held.
+func (h *traceHub) find(who string, all bool, id string) *listedTrace {
+	if it := h.items[traceKey(who, id)]; it != nil || !all || h.ids[id] == 0 {
+		return it
+	}
+	for i := len(h.order) - 1; i >= 0; i-- {
+		if it := h.items[h.order[i]]; it.sum.TraceID == id {
+			return it
+		}
+	}
+	return nil
 }
 
 // end records how the request of chain id, listed for who, ended; tr is
 // its trace, nil when the request failed before the chain ran (it was then
-// never listed). It returns the summary that heads the stored trace, and
-// false when the chain was not listed. Readers hear of the end from
-// stored, once the trace can be read: until then the chain opens with its
-// stages so far.
-func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary, bool) {
+// never listed) or when its client went away (err is context.Canceled). It
+// returns the summary that heads the stored trace, the trace to store, and
+// false when the chain was not listed. The trace to store is tr, but for a
+// chain whose client went away: then it is the chain so far (tr, else the
+// stages listed), with every stage still running cancelled, so that the
+// chain opens as it stopped. Readers hear of the end from stored, once
+// the trace can be read: until then the chain opens with its stages so
+// far.
+func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary, *chain.Trace, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	it := h.items[id]
-	if it == nil || it.owner != who || it.replica != "" {
-		return traceSummary{}, false
+	it := h.items[traceKey(who, id)]
+	if it == nil || it.replica != "" {
+		return traceSummary{}, tr, false
+	}
+	if errors.Is(err, context.Canceled) {
+		tr = h.cancelled(it, tr)
 	}
 	if tr != nil {
 		it.sum.Mode = tr.Mode
@@ -318,14 +426,47 @@ func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary
 		}
 	}
 	it.sum.Status = chainStatus(tr, err)
-	return it.summary(h.now()), true
+	it.heard = h.now()
+	return h.summary(it, h.now()), tr, true
 }
 
-// stored tells the readers that chain id ended, its trace stored.
-func (h *traceHub) stored(id string) {
+// cancelled is the trace of it, whose client went away: tr when the run
+// gave one, else the stages listed so far, with those not ended (running,
+// or not started) cancelled at now. h.mu is held.
+func (h *traceHub) cancelled(it *listedTrace, tr *chain.Trace) *chain.Trace {
+	if tr == nil {
+		if it.partial == nil {
+			return nil
+		}
+		tr = it.partial
+	}
+	out := *tr
+	out.Reasons = slices.Clone(tr.Reasons)
+	out.Stages = slices.Clone(tr.Stages)
+	if out.Stages == nil {
+		out.Stages = []chain.StageTrace{}
+	}
+	if out.Reasons == nil {
+		out.Reasons = []string{}
+	}
+	at := h.now().Sub(it.start).Milliseconds()
+	for i := range out.Stages {
+		if st := &out.Stages[i]; st.Status == traceRunning || st.Status == "" {
+			st.Status = traceCancelled
+			st.DurationMS = max(at-st.StartMS, 0)
+			if st.ToolsUsed == nil {
+				st.ToolsUsed = []chain.ToolUse{}
+			}
+		}
+	}
+	return &out
+}
+
+// stored tells the readers that chain id of who ended, its trace stored.
+func (h *traceHub) stored(who, id string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if it := h.items[id]; it != nil && it.partial != nil {
+	if it := h.items[traceKey(who, id)]; it != nil && it.partial != nil {
 		it.partial = nil
 		h.publish(it)
 		h.enqueue(it)
@@ -338,8 +479,8 @@ func (h *traceHub) publish(it *listedTrace) {
 		if !sub.all && sub.who != it.owner {
 			continue
 		}
-		if !slices.Contains(sub.dirty, it.sum.TraceID) {
-			sub.dirty = append(sub.dirty, it.sum.TraceID)
+		if key := it.key(); !slices.Contains(sub.dirty, key) {
+			sub.dirty = append(sub.dirty, key)
 		}
 		select {
 		case sub.wake <- struct{}{}:
@@ -370,9 +511,9 @@ func (h *traceHub) take(sub *traceSub) []traceSummary {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]traceSummary, 0, len(sub.dirty))
-	for _, id := range sub.dirty {
-		if it := h.items[id]; it != nil {
-			out = append(out, it.summary(h.now()))
+	for _, key := range sub.dirty {
+		if it := h.items[key]; it != nil {
+			out = append(out, h.summary(it, h.now()))
 		}
 	}
 	sub.dirty = sub.dirty[:0]
@@ -386,9 +527,9 @@ func (h *traceHub) list(who string, all bool) []traceSummary {
 	defer h.mu.Unlock()
 	now := h.now()
 	out := []traceSummary{}
-	for _, id := range h.order {
-		if it := h.items[id]; all || it.owner == who {
-			out = append(out, it.summary(now))
+	for _, key := range h.order {
+		if it := h.items[key]; all || it.owner == who {
+			out = append(out, h.summary(it, now))
 		}
 	}
 	return out
@@ -401,15 +542,15 @@ func (h *traceHub) list(who string, all bool) []traceSummary {
 func (h *traceHub) running(who string, all bool, id string) (traceSummary, *chain.Trace, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	it := h.items[id]
-	if it == nil || !all && it.owner != who {
+	it := h.find(who, all, id)
+	if it == nil {
 		return traceSummary{}, nil, false
 	}
 	now := h.now()
 	if it.partial != nil {
 		tr := *it.partial
 		tr.Stages = slices.Clone(tr.Stages)
-		return it.summary(now), &tr, true
+		return h.summary(it, now), &tr, true
 	}
 	h.expire(it, now)
 	if it.replica == "" || it.sum.Status != traceRunning && it.sum.Status != traceInterrupted {
@@ -419,32 +560,102 @@ func (h *traceHub) running(who string, all bool, id string) (traceSummary, *chai
 	for _, b := range it.sum.Stages {
 		tr.Stages = append(tr.Stages, chain.StageTrace{Node: b.Node, Status: b.Status, Turns: b.Turns, ToolsUsed: []chain.ToolUse{}})
 	}
-	return it.summary(now), tr, true
+	return h.summary(it, now), tr, true
 }
 
-// owner returns whose listed chain id is.
-func (h *traceHub) owner(id string) (string, bool) {
+// owner returns whose listed chain id is, for an admin's look-up (all):
+// its own, else the latest listed under id.
+func (h *traceHub) owner(who string, all bool, id string) (string, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if it := h.items[id]; it != nil {
+	if it := h.find(who, all, id); it != nil {
 		return it.owner, true
 	}
 	return "", false
 }
 
-// summary is it's summary at now: a running chain's duration so far. The
-// hub's lock is held.
-func (it *listedTrace) summary(now time.Time) traceSummary {
+// summary is it's summary at now: a running chain's duration so far, a
+// chain paused too long abandoned. h.mu is held.
+func (h *traceHub) summary(it *listedTrace, now time.Time) traceSummary {
 	if it.stale && it.partial != nil {
 		it.sum.Stages, it.sum.Tokens = badges(it.partial)
 	}
 	it.stale = false
 	s := it.sum
 	s.Stages = slices.Clone(s.Stages)
-	if s.Status == traceRunning {
+	switch {
+	case s.Status == traceRunning:
 		s.DurationMS = now.Sub(it.start).Milliseconds()
+	case s.Status == chain.StageAwaitingClient && pausedTooLong(&s, h.resumeTTL, now):
+		abandon(&s)
 	}
 	return s
+}
+
+// pausedTooLong reports whether s, a chain awaiting its client, paused
+// longer than ttl ago at now: it ended its request at its start plus its
+// duration, and its resume state is gone from the store.
+func pausedTooLong(s *traceSummary, ttl time.Duration, now time.Time) bool {
+	return ttl > 0 && now.UnixMilli()-(s.Started+s.DurationMS) > ttl.Milliseconds()
+}
+
+// abandon marks s, a chain awaiting its client too long, abandoned, with
+// its waiting stages.
+func abandon(s *traceSummary) {
+	s.Status = traceAbandoned
+	for i := range s.Stages {
+		if s.Stages[i].Status == chain.StageAwaitingClient {
+			s.Stages[i].Status = traceAbandoned
+		}
+	}
+}
+
+// sweep tells the readers of the chains that were abandoned since the
+// last sweep: they were listed awaiting their client, and are so no more.
+// The list's event stream calls it on its keep-alive ticks.
+func (h *traceHub) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	for _, it := range h.items {
+		if !it.told && h.abandoned(it, now) {
+			it.told = true
+			h.publish(it)
+		}
+	}
+}
+
+// abandonStored is data, a stored trace document, with its chain
+// abandoned when it awaited its client for longer than chain.resume_ttl:
+// the document is kept as its request ended, and its status decided when
+// read, by whichever replica reads it.
+func (h *traceHub) abandonStored(data []byte) []byte {
+	if h.resumeTTL <= 0 || !bytes.Contains(data, []byte(`"`+chain.StageAwaitingClient+`"`)) {
+		return data
+	}
+	var doc struct {
+		traceSummary
+		Chain chain.Trace `json:"chain"`
+	}
+	if unmarshal(data, &doc) != nil || doc.Status != chain.StageAwaitingClient || !pausedTooLong(&doc.traceSummary, h.resumeTTL, h.now()) {
+		return data
+	}
+	abandon(&doc.traceSummary)
+	for i := range doc.Chain.Stages {
+		if st := &doc.Chain.Stages[i]; st.Status == chain.StageAwaitingClient {
+			st.Status = traceAbandoned
+		}
+	}
+	out, err := marshal(&doc)
+	if err != nil {
+		return data
+	}
+	return out
+}
+
+// abandoned reports whether it awaits its client too long to come back.
+func (h *traceHub) abandoned(it *listedTrace, now time.Time) bool {
+	return it.sum.Status == chain.StageAwaitingClient && pausedTooLong(&it.sum, h.resumeTTL, now)
 }
 
 // shareWith shares the list through feed until ctx ends or the feed
@@ -478,8 +689,8 @@ func (h *traceHub) share(ctx context.Context) {
 		case <-t.C:
 		}
 		h.mu.Lock()
-		for _, id := range h.order {
-			if it := h.items[id]; it.partial != nil && it.sum.Status == traceRunning {
+		for _, key := range h.order {
+			if it := h.items[key]; it.partial != nil && it.sum.Status == traceRunning {
 				h.enqueue(it)
 			}
 		}
@@ -496,7 +707,7 @@ func (h *traceHub) enqueue(it *listedTrace) {
 		return
 	}
 	it.queued = true
-	h.outbox = append(h.outbox, it.sum.TraceID)
+	h.outbox = append(h.outbox, it.key())
 	if !h.flushing {
 		h.flushing = true
 		go h.flush() // exits when the outbox is empty
@@ -508,20 +719,20 @@ func (h *traceHub) enqueue(it *listedTrace) {
 func (h *traceHub) flush() {
 	for {
 		h.mu.Lock()
-		ids := h.outbox
+		keys := h.outbox
 		h.outbox = nil
-		if len(ids) == 0 {
+		if len(keys) == 0 {
 			h.flushing = false
 			h.mu.Unlock()
 			return
 		}
 		now := h.now()
-		msgs := make([]sharedSummary, 0, len(ids))
-		for _, id := range ids {
-			if it := h.items[id]; it != nil && it.queued {
+		msgs := make([]sharedSummary, 0, len(keys))
+		for _, key := range keys {
+			if it := h.items[key]; it != nil && it.queued {
 				it.queued = false
 				h.seq++
-				msgs = append(msgs, sharedSummary{Replica: h.replica, Seq: h.seq, Owner: it.owner, At: now.UnixMilli(), Summary: it.summary(now)})
+				msgs = append(msgs, sharedSummary{Replica: h.replica, Seq: h.seq, Owner: it.owner, At: now.UnixMilli(), Summary: h.summary(it, now)})
 			}
 		}
 		h.mu.Unlock()
@@ -529,7 +740,9 @@ func (h *traceHub) flush() {
 			data, err := marshal(&msgs[i])
 			if err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), traceShareTimeout)
-				err = h.feed.PutSummary(ctx, msgs[i].Summary.TraceID, data)
+				// Kept under owner and id, as listed: two callers'
+				// chains under one client trace id are two.
+				err = h.feed.PutSummary(ctx, traceKey(msgs[i].Owner, msgs[i].Summary.TraceID), data)
 				cancel()
 			}
 			if err != nil {
@@ -576,18 +789,20 @@ func (h *traceHub) resync(ctx context.Context) {
 		h.merge(&msgs[i])
 	}
 	now := h.now()
-	for _, id := range h.order {
-		h.expire(h.items[id], now)
+	for _, key := range h.order {
+		h.expire(h.items[key], now)
 	}
 }
 
 // merge lists m, another replica's news of a chain, unless the list has
 // later news of it; h.mu is held. A chain of this replica's own stays,
-// unless m is of a later request under its id (the chain went on
-// elsewhere).
+// unless m is of a later request under its owner and id, or of the same
+// chain sent after its request here ended (the chain went on elsewhere:
+// resumed there with its client's tool results).
 func (h *traceHub) merge(m *sharedSummary) {
 	id := m.Summary.TraceID
-	it := h.items[id]
+	key := traceKey(m.Owner, id)
+	it := h.items[key]
 	switch {
 	case id == "":
 		return
@@ -596,7 +811,8 @@ func (h *traceHub) merge(m *sharedSummary) {
 			return // older than every chain kept
 		}
 	case it.replica == "":
-		if it.partial != nil || m.Summary.Started <= it.sum.Started {
+		if it.partial != nil || m.Summary.Started < it.sum.Started ||
+			m.Summary.Started == it.sum.Started && m.At <= it.heard.UnixMilli() {
 			return
 		}
 	case it.replica == m.Replica:
@@ -615,7 +831,7 @@ func (h *traceHub) merge(m *sharedSummary) {
 	if it != nil && it.replica != "" && it.sum.Started == nit.sum.Started {
 		// News of a chain listed: in its place. A heartbeat that
 		// changes nothing is not news to the readers.
-		h.items[id] = nit
+		h.items[key] = nit
 		if it.owner == nit.owner && it.sum.Status == nit.sum.Status && it.sum.Mode == nit.sum.Mode &&
 			it.sum.Tokens == nit.sum.Tokens && slices.Equal(it.sum.Stages, nit.sum.Stages) {
 			return
@@ -657,10 +873,14 @@ func badges(tr *chain.Trace) ([]stageBadge, int) {
 	return out, tr.Usage().TotalTokens
 }
 
-// chainStatus is the list's word for how a chain ended: failed when the
-// request did, awaiting_client when a stage waits for the client's tools,
-// else the first stage stop or degenerate answer, else ok.
+// chainStatus is the list's word for how a chain ended: cancelled when its
+// client went away, failed when the request failed, awaiting_client when a
+// stage waits for the client's tools, else the first stage stop or
+// degenerate answer, else ok.
 func chainStatus(tr *chain.Trace, err error) string {
+	if errors.Is(err, context.Canceled) {
+		return traceCancelled
+	}
 	if tr == nil || err != nil || len(tr.Stages) == 0 {
 		return chain.StageFailed
 	}

@@ -309,7 +309,7 @@ func TestTracesListTheJudgedQuestion(t *testing.T) {
 // TestTraceHubKeepsTheLast: the list holds the last traceListCap chains,
 // the oldest going first.
 func TestTraceHubKeepsTheLast(t *testing.T) {
-	h := newTraceHub()
+	h := newTraceHub(30 * time.Minute)
 	for i := range traceListCap + 3 {
 		h.Watch(&chain.RunRequest{TraceID: fmt.Sprint(i)}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	}
@@ -323,7 +323,7 @@ func TestTraceHubKeepsTheLast(t *testing.T) {
 // ended (a client's traceparent shared by several requests) is listed in
 // its place, live, once.
 func TestTraceHubRelistsAnEndedID(t *testing.T) {
-	h := newTraceHub()
+	h := newTraceHub(30 * time.Minute)
 	first := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "first"}}}
 	h.Watch(first, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	h.Watch(&chain.RunRequest{TraceID: "other"}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})

@@ -20,6 +20,7 @@ export const STAGE_STATUS = {
   awaiting_client: { icon: "⏸\uFE0E", word: "waiting for client", tone: "live" },
   running: { icon: "◌", word: "running", tone: "live" },
   cancelled: { icon: "■", word: "cancelled", tone: "off" },
+  abandoned: { icon: "⌛\uFE0E", word: "abandoned: the client never came back", tone: "off" },
   interrupted: { icon: "■", word: "interrupted", tone: "bad" },
 };
 

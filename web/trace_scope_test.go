@@ -1,0 +1,413 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"chainproxy/antiloop"
+	"chainproxy/chain"
+	"chainproxy/chain/ollama"
+	"chainproxy/chain/openai"
+	"chainproxy/config"
+	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/fakeopenai"
+	"chainproxy/store"
+	"chainproxy/tools"
+)
+
+// The tests of issue 41's trace items: whose a chain is when two callers
+// share a client trace id, a chain whose client went away, and a chain
+// resumed with its client's tool results. Each runs the proxy as
+// cmd/proxy wires it: config, real backends over protocol fakes, the
+// store, telemetry on, two API keys.
+
+// scopeKeys are the two callers.
+const scopeKeyA, scopeKeyB = "key-a", "key-b"
+
+// tracesProxy serves the proxy over nodes (protocol fakes) with the chain
+// of chainYAML, keys A and B, its traces, resume state and anti-loop in a
+// memory store, and telemetry recorded.
+func tracesProxy(t *testing.T, nodes []config.Node, chainYAML string) (*httptest.Server, *Server, *tracetest.SpanRecorder) {
+	t.Helper()
+	var y strings.Builder
+	y.WriteString("server:\n  api_keys: [" + scopeKeyA + ", " + scopeKeyB + "]\nnodes:\n")
+	for _, n := range nodes {
+		fmt.Fprintf(&y, "  - {name: %s, provider: %s, base_url: %q, model: %s, timeout: 30s, max_queue: 8, max_concurrency: 4}\n", n.Name, n.Provider, n.BaseURL, n.Model)
+	}
+	cfg, err := config.Parse([]byte(y.String() + chainYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg.Tools.Root, "VICTIM-B-5521-payroll.md"), []byte("B's payroll\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.New(cfg.Tools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]chain.Backend{}
+	for _, n := range cfg.Nodes {
+		if n.Provider == config.ProviderOllama {
+			backends[n.Name] = ollama.New(n, nil)
+		} else {
+			backends[n.Name] = openai.New(n, nil)
+		}
+	}
+	mem := store.NewMemory(1000, 50)
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Admission: chain.NewAdmission(cfg.Nodes),
+		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	s := New(Options{Config: cfg, Engine: eng, Traces: mem, Tracing: tp, Keepalive: time.Hour})
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return srv, s, rec
+}
+
+// postAs sends a chat completion as key, with hdr; it returns the response
+// whose body the caller reads.
+func postAs(t *testing.T, url, key string, body any, hdr ...string) *http.Response {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", url+"/v1/chat/completions", bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// traceBody is GET /v1/chain/traces/{id} as key: the status and the raw
+// document.
+func traceBody(t *testing.T, url, key, id string) (int, string) {
+	t.Helper()
+	resp := get(t, url+"/v1/chain/traces/"+id, "Authorization", "Bearer "+key)
+	return resp.StatusCode, string(readAll(t, resp.Body))
+}
+
+// TestTraceSharedTraceparentStaysPerCaller (issue 41, item 1): callers A
+// and B send the same client trace id. A's chain is still running when B's
+// request, under that id, reads a file: A's trace never shows B's call,
+// B's list holds B's chain, and B's chain is its own (its own id, the
+// client's trace still its request span's parent).
+func TestTraceSharedTraceparentStaysPerCaller(t *testing.T) {
+	const clientTrace = "7bf92f3577b34da6a3ce929d0e0e47a1"
+	const victim = "VICTIM-B-5521-payroll.md"
+	release := make(chan struct{})
+	aStarted := make(chan struct{}, 1)
+	ol1 := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		switch {
+		case mentions(req.Messages, "question of A"):
+			// A's chain runs long: its first call waits for the test.
+			select {
+			case aStarted <- struct{}{}:
+			default:
+			}
+			select {
+			case <-release:
+			case <-time.After(time.Minute):
+			}
+			return fakeollama.Reply{Content: []string{"notes of A"}}
+		case toolResults(req) == 0:
+			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "read_file", Args: map[string]any{"path": victim}}}}
+		default:
+			return fakeollama.Reply{Content: []string{"notes of B"}}
+		}
+	})
+	m1 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"analysis"}})
+	m2 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"the answer"}})
+	srv, _, rec := tracesProxy(t, []config.Node{ollamaNode("OL1", ol1.URL), openaiNode("M1", m1.BaseURL()), openaiNode("M2", m2.BaseURL())},
+		"chain:\n  stages: [{node: OL1, max_turns: 3, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]\n  simple_node: OL1\n")
+	traceparent := func(span string) []string { return []string{"traceparent", "00-" + clientTrace + "-" + span + "-01"} }
+
+	aDone := make(chan string, 1)
+	go func() { // exits when A's request ends: the test releases OL1
+		b, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "messages": []any{map[string]any{"role": "user", "content": "the question of A"}}})
+		req, _ := http.NewRequest("POST", srv.URL+"/v1/chat/completions", bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+scopeKeyA)
+		req.Header.Set("traceparent", "00-"+clientTrace+"-00f067aa0ba902b7-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			aDone <- "error: " + err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		aDone <- resp.Header.Get("X-Chain-Trace-Id")
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	select {
+	case <-aStarted:
+	case <-time.After(time.Minute):
+		t.Fatal("A's chain never reached OL1")
+	}
+
+	resp := postAs(t, srv.URL, scopeKeyB, map[string]any{"model": "chain/reflexive", "messages": []any{map[string]any{"role": "user", "content": "B asks to read the payroll file"}}},
+		traceparent("b7ad6b7169203331")...)
+	readAll(t, resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("B's request: status %d", resp.StatusCode)
+	}
+	bID := resp.Header.Get("X-Chain-Trace-Id")
+
+	check := func(when string) {
+		t.Helper()
+		if bID == clientTrace {
+			t.Errorf("%s: B's chain id = the client's %s, which A's chain holds: want one of its own", when, clientTrace)
+		}
+		status, doc := traceBody(t, srv.URL, scopeKeyA, clientTrace)
+		if status != http.StatusOK || strings.Contains(doc, victim) || strings.Contains(doc, "notes of B") {
+			t.Errorf("%s: A's GET /v1/chain/traces/%s = %d %s, want A's chain without B's tool call", when, clientTrace, status, doc)
+		}
+		for _, tt := range []struct {
+			key  string
+			want string
+		}{{scopeKeyA, clientTrace}, {scopeKeyB, bID}} {
+			sums := listed(t, srv, tt.key)
+			if len(sums) != 1 || sums[0].TraceID != tt.want {
+				t.Errorf("%s: %s lists %+v, want its own chain %s alone", when, tt.key, sums, tt.want)
+			}
+		}
+		status, doc = traceBody(t, srv.URL, scopeKeyB, bID)
+		if status != http.StatusOK || !strings.Contains(doc, victim) {
+			t.Errorf("%s: B's GET of its chain %s = %d %s, want B's chain with its read_file", when, bID, status, doc)
+		}
+		if status, _ := traceBody(t, srv.URL, scopeKeyB, clientTrace); status != http.StatusNotFound {
+			t.Errorf("%s: B's GET of A's chain = %d, want 404", when, status)
+		}
+	}
+	check("while A runs")
+
+	close(release)
+	if got := <-aDone; got != clientTrace {
+		t.Errorf("A's chain id = %q, want the client's trace id %s", got, clientTrace)
+	}
+	check("after A ended")
+
+	// B's request span is still in the client's trace.
+	for _, sp := range endedNamed(rec, "POST /v1/chat/completions") {
+		if got := sp.SpanContext().TraceID().String(); got != clientTrace {
+			t.Errorf("request span in trace %s, want the client's %s", got, clientTrace)
+		}
+		if !sp.Parent().IsValid() || sp.Parent().TraceID().String() != clientTrace {
+			t.Errorf("request span's parent = %v, want the client's span", sp.Parent())
+		}
+	}
+}
+
+// TestTraceClientGoneIsCancelled (issue 41, item 7): a client that goes
+// away mid-chain (a stopped stream, curl --max-time, the cockpit's Esc)
+// leaves a chain listed cancelled, every stage in a final state, whose
+// trace opens with what it did so far.
+func TestTraceClientGoneIsCancelled(t *testing.T) {
+	for _, streamed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", streamed), func(t *testing.T) {
+			ol1 := fakeollama.New(t, fakeollama.Reply{Content: []string{"notes of OL1"}})
+			m1 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"half an analy"}, Hang: true})
+			m2 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"never asked"}})
+			srv, _, _ := tracesProxy(t, []config.Node{ollamaNode("OL1", ol1.URL), openaiNode("M1", m1.BaseURL()), openaiNode("M2", m2.BaseURL())},
+				"chain:\n  stages: [{node: OL1, max_turns: 2}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]\n  simple_node: OL1\n")
+			next := stream(t, srv, scopeKeyA)
+
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { // exits when the request ends: the test cancels it
+				defer close(done)
+				b, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "stream": streamed, "messages": []any{map[string]any{"role": "user", "content": "compare the two files"}}})
+				req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", bytes.NewReader(b))
+				req.Header.Set("Authorization", "Bearer "+scopeKeyA)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}()
+			id := next().TraceID
+			select {
+			case <-m1.Hanging():
+			case <-time.After(time.Minute):
+				t.Fatal("M1 was never called")
+			}
+			cancel() // the client goes away
+			<-done
+			<-m1.Canceled()
+
+			var sum traceSummary
+			for sum = next(); sum.TraceID != id || sum.Status == traceRunning; sum = next() {
+			}
+			if sum.Status != traceCancelled {
+				t.Errorf("listed status = %q, want %q", sum.Status, traceCancelled)
+			}
+			for _, b := range sum.Stages {
+				if b.Status == traceRunning {
+					t.Errorf("listed stage %s still %s", b.Node, b.Status)
+				}
+			}
+			status, doc := openTrace(t, srv, scopeKeyA, id)
+			if status != http.StatusOK {
+				t.Fatalf("GET /v1/chain/traces/%s = %d, want the cancelled chain", id, status)
+			}
+			var got []string
+			for _, st := range doc.Chain.Stages {
+				got = append(got, st.Node+":"+st.Status)
+			}
+			if want := []string{"OL1:ok", "M1:cancelled"}; doc.Status != traceCancelled || strings.Join(got, " ") != strings.Join(want, " ") || doc.Chain.Stages[0].Output != "notes of OL1" {
+				t.Errorf("stored trace = %s %q (OL1 output %q), want %s %q with OL1's notes", doc.Status, got, doc.Chain.Stages[0].Output, traceCancelled, want)
+			}
+		})
+	}
+}
+
+// weatherTwice asks the client's get_weather for Paris, then for Lyon,
+// then writes its notes: two client round trips in one chain.
+func weatherTwice(req *api.ChatRequest) fakeollama.Reply {
+	switch toolResults(req) {
+	case 0:
+		return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+	case 1:
+		return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "get_weather", Args: map[string]any{"city": "Lyon"}}}}
+	}
+	return fakeollama.Reply{Content: []string{"notes: sunny in both"}}
+}
+
+// agentQuestion is a user message as Claude Code and Qwen Code send it:
+// the client's reminder block, then the user's words.
+const agentQuestion = "<system-reminder>\nAs you answer the user's questions, you can use the following context.\n</system-reminder>\nWhat is the weather in Paris and Lyon?"
+
+// roundTrip sends msgs with the client's get_weather as key A, not
+// streamed, and returns the answer's chain id and assistant message.
+func roundTrip(t *testing.T, url string, msgs []any) (string, map[string]any) {
+	t.Helper()
+	resp := postAs(t, url, scopeKeyA, map[string]any{"model": "chain/reflexive", "messages": msgs, "tools": []any{weatherTool}})
+	raw := readAll(t, resp.Body)
+	var out struct {
+		Choices []struct {
+			Message map[string]any `json:"message"`
+		} `json:"choices"`
+	}
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &out) != nil || len(out.Choices) != 1 {
+		t.Fatalf("answer %d %s", resp.StatusCode, raw)
+	}
+	return resp.Header.Get("X-Chain-Trace-Id"), out.Choices[0].Message
+}
+
+// TestTraceResumedChainIsOne (issue 41, item 8): a chain that hands the
+// client two tool calls and goes on with their results is one chain: one
+// entry in the list, under the first request's id, ended ok, titled with
+// the user's words (the client's reminder set aside), its trace holding
+// both round trips.
+func TestTraceResumedChainIsOne(t *testing.T) {
+	ol1 := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply { return weatherTwice(req) })
+	m1 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"analysis: sunny"}})
+	m2 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"Sunny in Paris and Lyon."}})
+	srv, _, _ := tracesProxy(t, []config.Node{ollamaNode("OL1", ol1.URL), openaiNode("M1", m1.BaseURL()), openaiNode("M2", m2.BaseURL())}, agentChain)
+
+	msgs := []any{map[string]any{"role": "user", "content": agentQuestion}}
+	var ids []string
+	for range 3 {
+		id, msg := roundTrip(t, srv.URL, msgs)
+		ids = append(ids, id)
+		calls, _ := msg["tool_calls"].([]any)
+		if len(calls) == 0 {
+			break
+		}
+		msgs = append(msgs, msg)
+		for _, c := range calls {
+			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": c.(map[string]any)["id"], "content": "sunny, 24°C"})
+		}
+	}
+	if len(ids) != 3 || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Fatalf("chain ids of the three requests = %q, want two round trips, all under the first's id", ids)
+	}
+	sums := listed(t, srv, scopeKeyA)
+	if len(sums) != 1 {
+		t.Fatalf("list = %+v, want one chain", sums)
+	}
+	if s := sums[0]; s.TraceID != ids[0] || s.Status != chain.StageOK || !s.Resumed || s.Question != "What is the weather in Paris and Lyon?" {
+		t.Errorf("listed %s %s resumed=%v titled %q, want %s ok, resumed, titled with the user's question", s.TraceID, s.Status, s.Resumed, s.Question, ids[0])
+	}
+	resp := get(t, srv.URL+"/v1/chain/traces/"+ids[0], "Authorization", "Bearer "+scopeKeyA)
+	var doc struct {
+		traceSummary
+		Chain chain.Trace `json:"chain"`
+	}
+	if err := json.Unmarshal(readAll(t, resp.Body), &doc); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET its trace: %d %v", resp.StatusCode, err)
+	}
+	var client []string
+	for _, u := range doc.Chain.ToolsUsed() {
+		if u.Client {
+			client = append(client, string(u.Args))
+		}
+	}
+	if got := stageSummary(&doc.Chain); doc.Status != chain.StageOK || len(client) != 2 || !strings.HasPrefix(got, "OL1:ok") {
+		t.Errorf("stored trace %s, stages %s, client calls %q; want ok, OL1 ok with both round trips", doc.Status, got, client)
+	}
+}
+
+// testClock is a clock a test moves on, read by the server at any time.
+type testClock struct{ ahead atomic.Int64 }
+
+func (c *testClock) now() time.Time { return time.Now().Add(time.Duration(c.ahead.Load())) }
+
+// TestTracePauseNeverResumedIsAbandoned (issue 41, item 8): a chain that
+// waited for its client longer than chain.resume_ttl, never resumed, is
+// listed and opens abandoned, its waiting stage too.
+func TestTracePauseNeverResumedIsAbandoned(t *testing.T) {
+	ol1 := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply { return weatherTwice(req) })
+	m := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"unused"}})
+	srv, s, _ := tracesProxy(t, []config.Node{ollamaNode("OL1", ol1.URL), openaiNode("M1", m.BaseURL()), openaiNode("M2", m.BaseURL())}, agentChain)
+	var clock testClock
+	s.hub.now = clock.now
+
+	id, _ := roundTrip(t, srv.URL, []any{map[string]any{"role": "user", "content": agentQuestion}})
+	ttl := s.cfg.Chain.ResumeTTL
+	for _, tt := range []struct {
+		after time.Duration
+		want  string
+	}{
+		{ttl - time.Minute, chain.StageAwaitingClient},
+		{ttl + time.Minute, traceAbandoned},
+	} {
+		clock.ahead.Store(int64(tt.after))
+		sums := listed(t, srv, scopeKeyA)
+		if len(sums) != 1 || sums[0].Status != tt.want || len(sums[0].Stages) != 1 || sums[0].Stages[0].Status != tt.want {
+			t.Errorf("%s after the pause: list = %+v, want the chain and its stage %s", tt.after, sums, tt.want)
+		}
+		status, doc := openTrace(t, srv, scopeKeyA, id)
+		if status != http.StatusOK || doc.Status != tt.want || len(doc.Chain.Stages) != 1 || doc.Chain.Stages[0].Status != tt.want {
+			t.Errorf("%s after the pause: GET its trace = %d %+v, want it and its stage %s", tt.after, status, doc, tt.want)
+		}
+	}
+}
