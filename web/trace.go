@@ -406,7 +406,10 @@ func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it := h.items[traceKey(who, id)]
-	if it == nil || it.replica != "" {
+	if it == nil || it.replica != "" || it.partial == nil {
+		// Not listed, another replica's, or not this request's: a
+		// resumption that failed before it went on leaves its paused
+		// chain as it was.
 		return traceSummary{}, tr, false
 	}
 	if errors.Is(err, context.Canceled) {

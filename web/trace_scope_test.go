@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -408,6 +410,86 @@ func TestTracePauseNeverResumedIsAbandoned(t *testing.T) {
 		status, doc := openTrace(t, srv, scopeKeyA, id)
 		if status != http.StatusOK || doc.Status != tt.want || len(doc.Chain.Stages) != 1 || doc.Chain.Stages[0].Status != tt.want {
 			t.Errorf("%s after the pause: GET its trace = %d %+v, want it and its stage %s", tt.after, status, doc, tt.want)
+		}
+	}
+}
+
+// tracedReplica is listReplica with telemetry on: a client's traceparent
+// names its chain.
+func tracedReplica(t *testing.T, redisURL, delay string) *httptest.Server {
+	t.Helper()
+	cfg, err := config.Parse([]byte(strings.ReplaceAll(sharedListConfig, "%DELAY%", delay)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Tools.Root = t.TempDir()
+	st, err := store.Open(t.Context(), redisURL, 50, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+	srv := httptest.NewServer(New(Options{Config: cfg, Engine: mustEngine(t, cfg), Traces: st, Tracing: tp, Keepalive: 50 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestReplicasSharedTraceparentStaysPerCaller (issue 41, item 1, across
+// replicas): A's chain runs on replica 1 under a client trace id; B sends
+// the same one to replica 2. The shared list keeps the two chains apart:
+// on both replicas each key lists and opens its own, B's chain under an
+// id of its own.
+func TestReplicasSharedTraceparentStaysPerCaller(t *testing.T) {
+	const clientTrace = "7bf92f3577b34da6a3ce929d0e0e47a1"
+	rs := redistest.Start(t)
+	r1 := tracedReplica(t, rs.URL(), "1h") // A's chain stays running
+	r2 := tracedReplica(t, rs.URL(), "0s")
+	waitSubscribed(t, rs, 2)
+	adminOn2 := stream(t, r2, "key-admin")
+	bOn1 := stream(t, r1, "key-b")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	aDone := make(chan struct{})
+	go func() { // exits when A's request ends: the test cancels it
+		defer close(aDone)
+		req, _ := http.NewRequestWithContext(ctx, "POST", r1.URL+"/v1/chat/completions", strings.NewReader(`{"model":"chain/reflexive","messages":[{"role":"user","content":"the question of A"}]}`))
+		req.Header.Set("Authorization", "Bearer key-a")
+		req.Header.Set("traceparent", "00-"+clientTrace+"-00f067aa0ba902b7-01")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	defer func() { cancel(); <-aDone }()
+	if sum := adminOn2(); sum.TraceID != clientTrace || sum.Question != "the question of A" {
+		t.Fatalf("replica 2 heard %+v, want A's chain %s", sum, clientTrace)
+	}
+
+	resp := postAs(t, r2.URL, "key-b", map[string]any{"model": "chain/reflexive", "messages": []any{map[string]any{"role": "user", "content": "the question of B"}}},
+		"traceparent", "00-"+clientTrace+"-b7ad6b7169203331-01")
+	readAll(t, resp.Body)
+	bID := resp.Header.Get("X-Chain-Trace-Id")
+	if resp.StatusCode != http.StatusOK || bID == clientTrace {
+		t.Fatalf("B's request: %d under %s, want 200 under an id of its own", resp.StatusCode, bID)
+	}
+	for sum := bOn1(); sum.TraceID != bID || sum.Status == traceRunning; sum = bOn1() {
+	}
+
+	for _, r := range []*httptest.Server{r1, r2} {
+		for _, tt := range []struct{ key, id, question string }{
+			{"key-a", clientTrace, "the question of A"},
+			{"key-b", bID, "the question of B"},
+		} {
+			sums := listed(t, r, tt.key)
+			if len(sums) != 1 || sums[0].TraceID != tt.id || sums[0].Question != tt.question {
+				t.Errorf("%s lists %+v on %s, want its own chain %s alone", tt.key, sums, r.URL, tt.id)
+			}
+			if code, doc := openTrace(t, r, tt.key, tt.id); code != http.StatusOK || doc.Question != tt.question {
+				t.Errorf("%s opens %s on %s: %d %+v, want its own chain", tt.key, tt.id, r.URL, code, doc.traceSummary)
+			}
+		}
+		if code, _ := openTrace(t, r, "key-b", clientTrace); code != http.StatusNotFound {
+			t.Errorf("key-b opens A's chain on %s: %d, want 404", r.URL, code)
 		}
 	}
 }
