@@ -229,12 +229,16 @@ func TestTraceSharedTraceparentStaysPerCaller(t *testing.T) {
 }
 
 // TestTraceClientGoneIsCancelled (issue 41, item 7): a client that goes
-// away mid-chain (a stopped stream, curl --max-time, the cockpit's Esc)
+// away mid-chain (a dropped stream, curl --max-time, the cockpit's Esc)
 // leaves a chain listed cancelled, every stage in a final state, whose
 // trace opens with what it did so far.
 func TestTraceClientGoneIsCancelled(t *testing.T) {
-	for _, streamed := range []bool{true, false} {
-		t.Run(fmt.Sprintf("stream=%v", streamed), func(t *testing.T) {
+	for _, tt := range []struct{ name, path, body string }{
+		{"chat completions streamed", "/v1/chat/completions", `{"model":"chain/reflexive","stream":true,"messages":[{"role":"user","content":"compare the two files"}]}`},
+		{"chat completions whole", "/v1/chat/completions", `{"model":"chain/reflexive","messages":[{"role":"user","content":"compare the two files"}]}`},
+		{"cockpit stopped", "/chat", `{"message":"compare the two files","mode":"reflexive","stream":true}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
 			ol1 := fakeollama.New(t, fakeollama.Reply{Content: []string{"notes of OL1"}})
 			m1 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"half an analy"}, Hang: true})
 			m2 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"never asked"}})
@@ -247,8 +251,7 @@ func TestTraceClientGoneIsCancelled(t *testing.T) {
 			done := make(chan struct{})
 			go func() { // exits when the request ends: the test cancels it
 				defer close(done)
-				b, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "stream": streamed, "messages": []any{map[string]any{"role": "user", "content": "compare the two files"}}})
-				req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/v1/chat/completions", bytes.NewReader(b))
+				req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+tt.path, strings.NewReader(tt.body))
 				req.Header.Set("Authorization", "Bearer "+scopeKeyA)
 				if resp, err := http.DefaultClient.Do(req); err == nil {
 					io.Copy(io.Discard, resp.Body)
@@ -490,6 +493,40 @@ func TestReplicasSharedTraceparentStaysPerCaller(t *testing.T) {
 		}
 		if code, _ := openTrace(t, r, "key-b", clientTrace); code != http.StatusNotFound {
 			t.Errorf("key-b opens A's chain on %s: %d, want 404", r.URL, code)
+		}
+	}
+}
+
+// TestTraceHubSweepTellsAbandoned: the list's live readers hear of a
+// paused chain once it is abandoned (the stream's keep-alive sweeps), and
+// once only.
+func TestTraceHubSweepTellsAbandoned(t *testing.T) {
+	var clock testClock
+	h := newTraceHub(30 * time.Minute)
+	h.now = clock.now
+	req := &chain.RunRequest{TraceID: "t1", Caller: "o", Messages: []chain.Message{{Role: "user", Content: "q"}}}
+	h.Watch(req, chain.Event{Kind: chain.EventClassified, Mode: chain.ModeReflexive})
+	paused := &chain.Trace{Mode: chain.ModeReflexive, Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageAwaitingClient}}}
+	h.end("o", "t1", paused, nil)
+	h.stored("o", "t1")
+	sub := h.subscribe("o", false)
+	defer h.unsubscribe(sub)
+	for _, tt := range []struct {
+		ahead time.Duration
+		want  []string
+	}{
+		{29 * time.Minute, nil},
+		{31 * time.Minute, []string{traceAbandoned}},
+		{32 * time.Minute, nil},
+	} {
+		clock.ahead.Store(int64(tt.ahead))
+		h.sweep()
+		var got []string
+		for _, s := range h.take(sub) {
+			got = append(got, s.Status)
+		}
+		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
+			t.Errorf("%s after: readers told %q, want %q", tt.ahead, got, tt.want)
 		}
 	}
 }
