@@ -310,21 +310,57 @@ func weatherTwice(req *api.ChatRequest) fakeollama.Reply {
 // the client's reminder block, then the user's words.
 const agentQuestion = "<system-reminder>\nAs you answer the user's questions, you can use the following context.\n</system-reminder>\nWhat is the weather in Paris and Lyon?"
 
-// roundTrip sends msgs with the client's get_weather as key A, not
-// streamed, and returns the answer's chain id and assistant message.
-func roundTrip(t *testing.T, url string, msgs []any) (string, map[string]any) {
+// roundTrip sends msgs with the client's get_weather as key A, streamed
+// or not, and returns the answer's chain id and assistant message (its
+// tool calls whole).
+func roundTrip(t *testing.T, url string, msgs []any, stream bool) (string, map[string]any) {
 	t.Helper()
-	resp := postAs(t, url, scopeKeyA, map[string]any{"model": "chain/reflexive", "messages": msgs, "tools": []any{weatherTool}})
+	resp := postAs(t, url, scopeKeyA, map[string]any{"model": "chain/reflexive", "messages": msgs, "tools": []any{weatherTool}, "stream": stream})
 	raw := readAll(t, resp.Body)
-	var out struct {
-		Choices []struct {
-			Message map[string]any `json:"message"`
-		} `json:"choices"`
-	}
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &out) != nil || len(out.Choices) != 1 {
+	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("answer %d %s", resp.StatusCode, raw)
 	}
-	return resp.Header.Get("X-Chain-Trace-Id"), out.Choices[0].Message
+	id := resp.Header.Get("X-Chain-Trace-Id")
+	if !stream {
+		var out struct {
+			Choices []struct {
+				Message map[string]any `json:"message"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(raw, &out) != nil || len(out.Choices) != 1 {
+			t.Fatalf("answer %s", raw)
+		}
+		return id, out.Choices[0].Message
+	}
+	// The proxy sends each tool call whole, in one chunk.
+	msg := map[string]any{"role": "assistant", "content": ""}
+	var calls []any
+	for _, f := range sseFrames(t, raw) {
+		data, ok := strings.CutPrefix(f, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				Delta struct {
+					ToolCalls []map[string]any `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("chunk %s: %v", data, err)
+		}
+		for _, c := range ch.Choices {
+			for _, tc := range c.Delta.ToolCalls {
+				delete(tc, "index")
+				calls = append(calls, tc)
+			}
+		}
+	}
+	if len(calls) > 0 {
+		msg["tool_calls"] = calls
+	}
+	return id, msg
 }
 
 // TestTraceResumedChainIsOne (issue 41, item 8): a chain that hands the
@@ -333,6 +369,12 @@ func roundTrip(t *testing.T, url string, msgs []any) (string, map[string]any) {
 // the user's words (the client's reminder set aside), its trace holding
 // both round trips.
 func TestTraceResumedChainIsOne(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) { resumedChainIsOne(t, stream) })
+	}
+}
+
+func resumedChainIsOne(t *testing.T, stream bool) {
 	ol1 := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply { return weatherTwice(req) })
 	m1 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"analysis: sunny"}})
 	m2 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"Sunny in Paris and Lyon."}})
@@ -341,7 +383,7 @@ func TestTraceResumedChainIsOne(t *testing.T) {
 	msgs := []any{map[string]any{"role": "user", "content": agentQuestion}}
 	var ids []string
 	for range 3 {
-		id, msg := roundTrip(t, srv.URL, msgs)
+		id, msg := roundTrip(t, srv.URL, msgs, stream)
 		ids = append(ids, id)
 		calls, _ := msg["tool_calls"].([]any)
 		if len(calls) == 0 {
@@ -396,7 +438,7 @@ func TestTracePauseNeverResumedIsAbandoned(t *testing.T) {
 	var clock testClock
 	s.hub.now = clock.now
 
-	id, _ := roundTrip(t, srv.URL, []any{map[string]any{"role": "user", "content": agentQuestion}})
+	id, _ := roundTrip(t, srv.URL, []any{map[string]any{"role": "user", "content": agentQuestion}}, false)
 	ttl := s.cfg.Chain.ResumeTTL
 	for _, tt := range []struct {
 		after time.Duration
