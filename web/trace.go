@@ -799,13 +799,16 @@ func (h *traceHub) resync(ctx context.Context) {
 
 // merge lists m, another replica's news of a chain, unless the list has
 // later news of it; h.mu is held. A chain of this replica's own stays,
-// unless m is of a later request under its owner and id, or of the same
-// chain sent after its request here ended (the chain went on elsewhere:
-// resumed there with its client's tool results).
+// unless m is of a later request under its owner and id, or of the chain
+// resumed elsewhere after its request here ended.
 func (h *traceHub) merge(m *sharedSummary) {
 	id := m.Summary.TraceID
 	key := traceKey(m.Owner, id)
 	it := h.items[key]
+	// resumed: m is of the chain listed, gone on elsewhere with its
+	// client's tool results after the news listed. It says the chain
+	// started when its engine did, a moment before the list's start.
+	resumed := it != nil && m.Summary.Resumed && m.At > it.heard.UnixMilli()
 	switch {
 	case id == "":
 		return
@@ -814,8 +817,7 @@ func (h *traceHub) merge(m *sharedSummary) {
 			return // older than every chain kept
 		}
 	case it.replica == "":
-		if it.partial != nil || m.Summary.Started < it.sum.Started ||
-			m.Summary.Started == it.sum.Started && m.At <= it.heard.UnixMilli() {
+		if it.partial != nil || m.Summary.Started <= it.sum.Started && !resumed {
 			return
 		}
 	case it.replica == m.Replica:
@@ -823,7 +825,7 @@ func (h *traceHub) merge(m *sharedSummary) {
 			return
 		}
 	default:
-		if m.Summary.Started < it.sum.Started {
+		if m.Summary.Started < it.sum.Started && !resumed {
 			return
 		}
 	}
@@ -831,7 +833,7 @@ func (h *traceHub) merge(m *sharedSummary) {
 		m.Summary.Stages = []stageBadge{}
 	}
 	nit := &listedTrace{owner: m.Owner, sum: m.Summary, start: time.UnixMilli(m.Summary.Started), replica: m.Replica, seq: m.Seq, heard: time.UnixMilli(m.At)}
-	if it != nil && it.replica != "" && it.sum.Started == nit.sum.Started {
+	if it != nil && it.replica != "" && (it.sum.Started == nit.sum.Started || resumed) {
 		// News of a chain listed: in its place. A heartbeat that
 		// changes nothing is not news to the readers.
 		h.items[key] = nit

@@ -572,3 +572,65 @@ func TestTraceHubSweepTellsAbandoned(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicasResumedChainIsOne (issue 41, item 8, across replicas): a
+// chain paused on one replica and resumed on another is one entry on
+// both, ended ok under its first id.
+func TestReplicasResumedChainIsOne(t *testing.T) {
+	rs := redistest.Start(t)
+	u := newAgentUpstreams(t, weatherOnce)
+	r1 := agentProxy(t, u, "", openAgentStore(t, rs.URL()))
+	r2 := agentProxy(t, u, "", openAgentStore(t, rs.URL()))
+	waitSubscribed(t, rs, 2)
+	on1 := stream(t, r1, "")
+
+	msgs := []any{map[string]any{"role": "user", "content": agentQuestion}}
+	first := agentPost(t, r1.URL, msgs, false)
+	id := first.header.Get("X-Chain-Trace-Id")
+	second := agentPost(t, r2.URL, answerCalls(msgs, first, sunny), false)
+	if got := second.header.Get("X-Chain-Trace-Id"); got != id || second.finish != "stop" {
+		t.Fatalf("resumed on replica 2: chain %s finish %s, want the first's %s, stop", got, second.finish, id)
+	}
+	for sum := on1(); sum.TraceID != id || sum.Status != chain.StageOK; sum = on1() {
+	}
+	for _, r := range []*httptest.Server{r1, r2} {
+		sums := listed(t, r, "")
+		if len(sums) != 1 || sums[0].TraceID != id || sums[0].Status != chain.StageOK || !sums[0].Resumed ||
+			sums[0].Question != "What is the weather in Paris and Lyon?" {
+			t.Errorf("%s lists %+v, want the one chain %s, resumed, ok, titled with the user's question", r.URL, sums, id)
+		}
+	}
+}
+
+// TestTraceHubMergesAResumption: a chain paused here and resumed on
+// another replica is listed as the other's news, though its engine's start
+// there is a moment before this list's start of it.
+func TestTraceHubMergesAResumption(t *testing.T) {
+	h := newTraceHub(30 * time.Minute)
+	req := &chain.RunRequest{TraceID: "t1", Caller: "o", Messages: []chain.Message{{Role: "user", Content: "q"}}}
+	h.Watch(req, chain.Event{Kind: chain.EventClassified, Mode: chain.ModeReflexive})
+	h.end("o", "t1", &chain.Trace{Mode: chain.ModeReflexive, Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageAwaitingClient}}}, nil)
+	h.stored("o", "t1")
+	started := h.list("o", false)[0].Started
+	for _, tt := range []struct {
+		name    string
+		resumed bool
+		at      int64
+		want    string
+	}{
+		{"older news of another chain under its id", false, time.Now().UnixMilli() + 1000, chain.StageAwaitingClient},
+		{"its resumption, sent before it paused here", true, started - 1000, chain.StageAwaitingClient},
+		{"its resumption elsewhere", true, time.Now().UnixMilli() + 1000, chain.StageOK},
+	} {
+		// The news says the chain ended ok there.
+		data, err := json.Marshal(sharedSummary{Replica: "r2", Seq: 1, Owner: "o", At: tt.at,
+			Summary: traceSummary{TraceID: "t1", Started: started - 5, Status: chain.StageOK, Resumed: tt.resumed, Stages: []stageBadge{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.heard(data)
+		if got := h.list("o", false); len(got) != 1 || got[0].Status != tt.want {
+			t.Errorf("%s: list = %+v, want the chain %s", tt.name, got, tt.want)
+		}
+	}
+}
