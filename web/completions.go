@@ -114,13 +114,15 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 	if id := c.GetString("req_id"); id != "" {
 		traceID = id // the chain's, when the run went on under another (chainID)
 	}
+	v, _ := c.Get(ctxRun)
+	run, _ := v.(*chain.RunRequest)
 	var tr *chain.Trace
 	if res != nil {
 		tr = &res.Trace
 	} else if fl := asFailure(err); fl != nil {
 		tr = &fl.Trace
 	}
-	s.storeTrace(c.Request.Context(), caller(c), traceID, tr, traceJSON, err)
+	s.storeTrace(c.Request.Context(), run, caller(c), traceID, tr, traceJSON, err)
 	status, mode := s.logRequest(c, route, traceID, start, tr, err)
 	if s.logPrompts && res != nil {
 		// Only on request (-log-prompts): prompts and tool results may be

@@ -132,6 +132,10 @@ func (s *Server) wholeRun(c *gin.Context, req *chain.RunRequest, emit func(chain
 	return res, traceJSON, nil
 }
 
+// ctxRun is where chainID keeps the request that ran, for its chain's end
+// in the trace list (storeTrace).
+const ctxRun = "chain_run"
+
 // chainID records the id req's run went on under, once it ran: the
 // request's own, or the chain's it resumed, or one of its own where the
 // client's trace id is another caller's chain (see traceHub.classified).
@@ -139,6 +143,7 @@ func (s *Server) wholeRun(c *gin.Context, req *chain.RunRequest, emit func(chain
 // it (finish).
 func chainID(c *gin.Context, req *chain.RunRequest) {
 	c.Set("req_id", req.TraceID)
+	c.Set(ctxRun, req)
 	if !c.Writer.Written() {
 		c.Header("X-Chain-Trace-Id", req.TraceID)
 	}

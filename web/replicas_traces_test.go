@@ -475,7 +475,7 @@ func TestTraceHubMerge(t *testing.T) {
 		req := &chain.RunRequest{TraceID: id, Caller: "o", Messages: []chain.Message{{Role: "user", Content: question}}}
 		h.Watch(req, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 		if ended {
-			h.end("o", id, &chain.Trace{Mode: "simple", Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil)
+			h.end(req, "o", id, &chain.Trace{Mode: "simple", Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil)
 			h.stored("o", id)
 		}
 	}

@@ -406,14 +406,14 @@ func applyHeaders(c *gin.Context, req *chain.RunRequest) error {
 	return nil
 }
 
-// storeTrace keeps the run's trace for GET /v1/chain/traces/{id}, under the
-// caller's scope, and tells the trace list how the request ended (runErr is
+// storeTrace keeps the trace of run (the request) for GET
+// /v1/chain/traces/{id}, under the caller's scope, and tells the trace list how the request ended (runErr is
 // the run's error). traceJSON is tr encoded, when it already is. The list
 // hears of the end after the trace is stored, so that a reader told of it
 // finds the trace. A chain whose client went away is stored too, with its
 // stages so far, cancelled (see traceHub.end).
-func (s *Server) storeTrace(ctx context.Context, who, id string, tr *chain.Trace, traceJSON []byte, runErr error) {
-	sum, kept, listed := s.hub.end(who, id, tr, runErr)
+func (s *Server) storeTrace(ctx context.Context, run *chain.RunRequest, who, id string, tr *chain.Trace, traceJSON []byte, runErr error) {
+	sum, kept, listed := s.hub.end(run, who, id, tr, runErr)
 	defer s.hub.stored(who, id)
 	if kept != tr {
 		tr, traceJSON = kept, nil

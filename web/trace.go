@@ -155,6 +155,10 @@ type listedTrace struct {
 	// told: the readers were told that the chain, awaiting its client,
 	// is abandoned (sweep).
 	told bool
+	// run is the request running the chain, until it ends: another
+	// request under its id (the same client trace, at once) ending
+	// before it was listed is not this chain's end.
+	run *chain.RunRequest
 	// replica is the replica that sent a chain listed from another one
 	// ("" for this replica's own), seq its number for that news, and heard
 	// when it was sent (for this replica's own chain, when its request
@@ -294,7 +298,7 @@ func (h *traceHub) classified(req *chain.RunRequest, ev *chain.Event) *listedTra
 			// anew, from when it started.
 			it = h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, p.Started)
 		}
-		it.sum.Status, it.sum.Resumed, it.told = traceRunning, true, false
+		it.sum.Status, it.sum.Resumed, it.told, it.run = traceRunning, true, false, req
 		if q := question(ev.Question, nil); q != "" {
 			it.sum.Question = q
 		}
@@ -308,7 +312,9 @@ func (h *traceHub) classified(req *chain.RunRequest, ev *chain.Event) *listedTra
 	// ended (the client sent the traceparent of one trace with several
 	// requests, maybe to another replica first) is listed in its place:
 	// the list shows the latest.
-	return h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, h.now())
+	it := h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, h.now())
+	it.run = req
+	return it
 }
 
 // taken reports whether a new chain of who may not use id: another
@@ -392,7 +398,7 @@ func (h *traceHub) find(who string, all bool, id string) *listedTrace {
 	return nil
 }
 
-// end records how the request of chain id, listed for who, ended; tr is
+// end records how run, the request of chain id, listed for who, ended; tr is
 // its trace, nil when the request failed before the chain ran (it was then
 // never listed) or when its client went away (err is context.Canceled). It
 // returns the summary that heads the stored trace, the trace to store, and
@@ -402,16 +408,18 @@ func (h *traceHub) find(who string, all bool, id string) *listedTrace {
 // chain opens as it stopped. Readers hear of the end from stored, once
 // the trace can be read: until then the chain opens with its stages so
 // far.
-func (h *traceHub) end(who, id string, tr *chain.Trace, err error) (traceSummary, *chain.Trace, bool) {
+func (h *traceHub) end(run *chain.RunRequest, who, id string, tr *chain.Trace, err error) (traceSummary, *chain.Trace, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	it := h.items[traceKey(who, id)]
-	if it == nil || it.replica != "" || it.partial == nil {
+	if it == nil || it.replica != "" || it.partial == nil || it.run != run {
 		// Not listed, another replica's, or not this request's: a
 		// resumption that failed before it went on leaves its paused
-		// chain as it was.
+		// chain as it was, a request failed before its chain was
+		// listed leaves another running under its id.
 		return traceSummary{}, tr, false
 	}
+	it.run = nil // its messages are not kept with the list
 	if errors.Is(err, context.Canceled) {
 		tr = h.cancelled(it, tr)
 	}

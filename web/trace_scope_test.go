@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -549,7 +550,7 @@ func TestTraceHubSweepTellsAbandoned(t *testing.T) {
 	req := &chain.RunRequest{TraceID: "t1", Caller: "o", Messages: []chain.Message{{Role: "user", Content: "q"}}}
 	h.Watch(req, chain.Event{Kind: chain.EventClassified, Mode: chain.ModeReflexive})
 	paused := &chain.Trace{Mode: chain.ModeReflexive, Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageAwaitingClient}}}
-	h.end("o", "t1", paused, nil)
+	h.end(req, "o", "t1", paused, nil)
 	h.stored("o", "t1")
 	sub := h.subscribe("o", false)
 	defer h.unsubscribe(sub)
@@ -609,7 +610,7 @@ func TestTraceHubMergesAResumption(t *testing.T) {
 	h := newTraceHub(30 * time.Minute)
 	req := &chain.RunRequest{TraceID: "t1", Caller: "o", Messages: []chain.Message{{Role: "user", Content: "q"}}}
 	h.Watch(req, chain.Event{Kind: chain.EventClassified, Mode: chain.ModeReflexive})
-	h.end("o", "t1", &chain.Trace{Mode: chain.ModeReflexive, Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageAwaitingClient}}}, nil)
+	h.end(req, "o", "t1", &chain.Trace{Mode: chain.ModeReflexive, Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageAwaitingClient}}}, nil)
 	h.stored("o", "t1")
 	started := h.list("o", false)[0].Started
 	for _, tt := range []struct {
@@ -632,5 +633,24 @@ func TestTraceHubMergesAResumption(t *testing.T) {
 		if got := h.list("o", false); len(got) != 1 || got[0].Status != tt.want {
 			t.Errorf("%s: list = %+v, want the chain %s", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestTraceHubEndsOnlyItsRun: a request under a running chain's id that
+// fails before its own chain is listed (the same client trace sent twice
+// at once) does not end the running one.
+func TestTraceHubEndsOnlyItsRun(t *testing.T) {
+	h := newTraceHub(30 * time.Minute)
+	running := &chain.RunRequest{TraceID: "t1", Caller: "o", Messages: []chain.Message{{Role: "user", Content: "q"}}}
+	h.Watch(running, chain.Event{Kind: chain.EventClassified, Mode: chain.ModeSimple})
+	failed := &chain.RunRequest{TraceID: "t1", Caller: "o"}
+	if _, _, listed := h.end(failed, "o", "t1", nil, errors.New("refused before it ran")); listed {
+		t.Error("the failed request ended the running chain")
+	}
+	if got := h.list("o", false); len(got) != 1 || got[0].Status != traceRunning {
+		t.Errorf("list = %+v, want the chain still running", got)
+	}
+	if _, _, listed := h.end(running, "o", "t1", &chain.Trace{Mode: chain.ModeSimple, Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil); !listed {
+		t.Error("the running chain's own end was not its end")
 	}
 }

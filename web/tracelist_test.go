@@ -327,7 +327,7 @@ func TestTraceHubRelistsAnEndedID(t *testing.T) {
 	first := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "first"}}}
 	h.Watch(first, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
 	h.Watch(&chain.RunRequest{TraceID: "other"}, chain.Event{Kind: chain.EventClassified, Mode: "simple"})
-	h.end("", "t1", &chain.Trace{Mode: "simple", Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil)
+	h.end(first, "", "t1", &chain.Trace{Mode: "simple", Stages: []chain.StageTrace{{Node: "OL1", Status: chain.StageOK}}}, nil)
 	second := &chain.RunRequest{TraceID: "t1", Messages: []chain.Message{{Role: "user", Content: "second"}}}
 	h.Watch(second, chain.Event{Kind: chain.EventClassified, Mode: "reflexive"})
 	h.Watch(second, chain.Event{Kind: chain.EventStageStart, Stage: 0, Node: "OL1"})
