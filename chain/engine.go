@@ -263,7 +263,11 @@ type RunRequest struct {
 	// (anti-loop results, resume state, traces) is scoped to it.
 	Caller string
 	// Client is the caller's User-Agent, for the cockpit's list of traces.
-	Client   string
+	Client string
+	// Started is set by Run: when the chain started, its trace's times
+	// being offsets from it (a resumed chain's first request's start), so
+	// that every replica lists the chain as started at one time.
+	Started  time.Time
 	Messages []Message
 	// ClientTools are tools the client executes itself.
 	ClientTools []Tool
@@ -324,6 +328,7 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		return nil, err
 	}
 	r := &run{e: e, req: req, emit: emit, whole: emit == nil, left: e.cfg.Chain.MaxTotalTurns, tv: e.tools(), t0: time.Now()}
+	req.Started = r.t0
 	if emit == nil {
 		r.emit = func(Event) error { return nil }
 	}

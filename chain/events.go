@@ -1,7 +1,5 @@
 package chain
 
-import "time"
-
 // Event kinds, in the order a run emits them.
 const (
 	EventClassified = "classified"
@@ -55,9 +53,6 @@ type Event struct {
 // Paused is a chain that waited for its client's tool results, as the run
 // resuming it found it.
 type Paused struct {
-	// Started is when the chain's first request started: its trace's
-	// times are offsets from it.
-	Started time.Time
 	// Trace is the chain's trace so far: its earlier stages, and the
 	// waiting one's turns and client calls. The watcher must not keep it:
 	// the run goes on changing its stages.

@@ -246,6 +246,7 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	results := r.req.Messages
 	if st.T0 > 0 {
 		r.t0 = time.UnixMilli(st.T0)
+		r.req.Started = r.t0
 	}
 	if st.TraceID != "" {
 		r.req.TraceID = st.TraceID
@@ -268,7 +269,7 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	r.stageSpan(ctx, s, true)
 	r.trace.Reasons = append(r.trace.Reasons, "resumed in stage "+s.node.Name+" with the client's tool results")
 	if err := r.emit(Event{Kind: EventClassified, Mode: r.trace.Mode, Reasons: r.trace.Reasons, Question: r.question,
-		Paused: &Paused{Started: r.t0, Trace: r.trace}}); err != nil {
+		Paused: &Paused{Trace: r.trace}}); err != nil {
 		return nil, err
 	}
 	s.st.Status = ""

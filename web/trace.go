@@ -296,7 +296,7 @@ func (h *traceHub) classified(req *chain.RunRequest, ev *chain.Event) *listedTra
 			// Paused on another replica, dropped from the list, or
 			// replaced in it by a later request under its id: listed
 			// anew, from when it started.
-			it = h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, p.Started)
+			it = h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, req.Started)
 		}
 		it.sum.Status, it.sum.Resumed, it.told, it.run = traceRunning, true, false, req
 		if q := question(ev.Question, nil); q != "" {
@@ -312,7 +312,11 @@ func (h *traceHub) classified(req *chain.RunRequest, ev *chain.Event) *listedTra
 	// ended (the client sent the traceparent of one trace with several
 	// requests, maybe to another replica first) is listed in its place:
 	// the list shows the latest.
-	it := h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, h.now())
+	start := req.Started
+	if start.IsZero() {
+		start = h.now()
+	}
+	it := h.add(req.TraceID, req.Caller, question(ev.Question, req.Messages), req.Client, start)
 	it.run = req
 	return it
 }
@@ -814,8 +818,9 @@ func (h *traceHub) merge(m *sharedSummary) {
 	key := traceKey(m.Owner, id)
 	it := h.items[key]
 	// resumed: m is of the chain listed, gone on elsewhere with its
-	// client's tool results after the news listed. It says the chain
-	// started when its engine did, a moment before the list's start.
+	// client's tool results after the news listed. It started when the
+	// chain did (RunRequest.Started): only when it was sent tells it is
+	// later.
 	resumed := it != nil && m.Summary.Resumed && m.At > it.heard.UnixMilli()
 	switch {
 	case id == "":

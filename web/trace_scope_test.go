@@ -375,16 +375,17 @@ func TestTraceResumedChainIsOne(t *testing.T) {
 	}
 }
 
-func resumedChainIsOne(t *testing.T, stream bool) {
+func resumedChainIsOne(t *testing.T, streamed bool) {
 	ol1 := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply { return weatherTwice(req) })
 	m1 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"analysis: sunny"}})
 	m2 := fakeopenai.New(t, fakeopenai.Reply{Content: []string{"Sunny in Paris and Lyon."}})
 	srv, _, _ := tracesProxy(t, []config.Node{ollamaNode("OL1", ol1.URL), openaiNode("M1", m1.BaseURL()), openaiNode("M2", m2.BaseURL())}, agentChain)
+	next := stream(t, srv, scopeKeyA)
 
 	msgs := []any{map[string]any{"role": "user", "content": agentQuestion}}
 	var ids []string
 	for range 3 {
-		id, msg := roundTrip(t, srv.URL, msgs, stream)
+		id, msg := roundTrip(t, srv.URL, msgs, streamed)
 		ids = append(ids, id)
 		calls, _ := msg["tool_calls"].([]any)
 		if len(calls) == 0 {
@@ -397,6 +398,9 @@ func resumedChainIsOne(t *testing.T, stream bool) {
 	}
 	if len(ids) != 3 || ids[1] != ids[0] || ids[2] != ids[0] {
 		t.Fatalf("chain ids of the three requests = %q, want two round trips, all under the first's id", ids)
+	}
+	// The answer leaves before its trace is stored.
+	for sum := next(); sum.TraceID != ids[0] || sum.Status != chain.StageOK; sum = next() {
 	}
 	sums := listed(t, srv, scopeKeyA)
 	if len(sums) != 1 {
@@ -438,8 +442,13 @@ func TestTracePauseNeverResumedIsAbandoned(t *testing.T) {
 	srv, s, _ := tracesProxy(t, []config.Node{ollamaNode("OL1", ol1.URL), openaiNode("M1", m.BaseURL()), openaiNode("M2", m.BaseURL())}, agentChain)
 	var clock testClock
 	s.hub.now = clock.now
+	next := stream(t, srv, scopeKeyA)
 
 	id, _ := roundTrip(t, srv.URL, []any{map[string]any{"role": "user", "content": agentQuestion}}, false)
+	// The answer leaves before its trace is stored: the clock moves on
+	// once the list says the chain paused.
+	for sum := next(); sum.TraceID != id || sum.Status != chain.StageAwaitingClient; sum = next() {
+	}
 	ttl := s.cfg.Chain.ResumeTTL
 	for _, tt := range []struct {
 		after time.Duration
@@ -604,8 +613,8 @@ func TestReplicasResumedChainIsOne(t *testing.T) {
 }
 
 // TestTraceHubMergesAResumption: a chain paused here and resumed on
-// another replica is listed as the other's news, though its engine's start
-// there is a moment before this list's start of it.
+// another replica is listed as the other's news, which says it started
+// when it did here (or a moment before, from an older replica).
 func TestTraceHubMergesAResumption(t *testing.T) {
 	h := newTraceHub(30 * time.Minute)
 	req := &chain.RunRequest{TraceID: "t1", Caller: "o", Messages: []chain.Message{{Role: "user", Content: "q"}}}
