@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/judge"
 )
 
 // errLoop stops an upstream call whose answer (or reasoning) went into a
@@ -149,7 +150,7 @@ func (g *answerGate) safe(content string) int {
 		}
 	}
 	if g.calls {
-		return callSafe(content, g.shown, g.bare)
+		return judge.CallSafe(content, g.shown, g.bare)
 	}
 	return len(content)
 }
@@ -166,22 +167,22 @@ func (g *answerGate) release(content string, upto int) string {
 // end returns what is left to show of a call's final content: nothing when
 // it was a copy or only calls, else what was held back. tc is what the
 // content held in text calls.
-func (g *answerGate) end(content string, tc textCalls) string {
+func (g *answerGate) end(content string, tc judge.TextCalls) string {
 	for _, c := range g.copies {
 		if _, same := foldPrefix(c, content); same {
 			return ""
 		}
 	}
-	if tc.calls == nil && tc.bad == "" {
+	if tc.Calls == nil && tc.Bad == "" {
 		return g.release(content, len(content))
 	}
 	// Calls were taken out: show the text around them that is left, when
 	// what was shown is its start.
 	shown := strings.TrimSpace(content[:g.shown])
-	if !strings.HasPrefix(tc.rest, shown) {
+	if !strings.HasPrefix(tc.Rest, shown) {
 		return ""
 	}
-	out := tc.rest[len(shown):]
+	out := tc.Rest[len(shown):]
 	g.shown = len(content)
 	return out
 }

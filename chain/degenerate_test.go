@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"chainproxy/chain/judge"
 )
 
 // realAnswer is what a long, legitimate answer looks like: a list whose
@@ -60,9 +62,9 @@ func TestAnswerGate(t *testing.T) {
 				shown.WriteString(s)
 			}
 			text := content.String()
-			tc := textCalls{rest: text}
+			tc := judge.TextCalls{Rest: text}
 			if g.calls {
-				tc = parseTextCalls(text, g.bare)
+				tc = judge.ParseTextCalls(text, g.bare)
 			}
 			shown.WriteString(g.end(text, tc))
 			if got := shown.String(); got != tt.shown {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/judge"
 )
 
 // run is the state of one request.
@@ -105,7 +106,7 @@ type stage struct {
 	// instead is the stage whose answer replaces this one's, degenerate.
 	instead *stage
 	// badCall is the last call's unreadable text tool call, if any.
-	badCall textCalls
+	badCall judge.TextCalls
 	// awaiting are the client calls the stage waits for, and clientRes
 	// what the stage knows of each client call identity (clienttools.go).
 	awaiting  []pendingCall
@@ -448,7 +449,7 @@ func (r *run) turns(ctx context.Context, s *stage) error {
 		if err != nil {
 			return err
 		}
-		if len(s.tools) == 0 || len(msg.ToolCalls) == 0 && s.badCall.bad == "" {
+		if len(s.tools) == 0 || len(msg.ToolCalls) == 0 && s.badCall.Bad == "" {
 			return nil
 		}
 		s.msgs = append(s.msgs, msg)
@@ -465,7 +466,7 @@ func (r *run) turns(ctx context.Context, s *stage) error {
 			}
 			s.msgs = append(s.msgs, results...)
 		}
-		if s.badCall.bad != "" && s.stop == "" {
+		if s.badCall.Bad != "" && s.stop == "" {
 			if err := r.badTextCall(s, s.badCall); err != nil {
 				return err
 			}
@@ -703,16 +704,16 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		text, cs.calls = "", nil
 	}
 	msg := Message{Role: "assistant", Content: text, ToolCalls: cs.calls}
-	var tc textCalls
+	var tc judge.TextCalls
 	if parse {
 		// Without tools offered a call cannot run, but its raw text is no
 		// answer either: it is dropped.
-		tc = parseTextCalls(text, len(offered) > 0)
-		msg.Content = tc.rest
+		tc = judge.ParseTextCalls(text, len(offered) > 0)
+		msg.Content = tc.Rest
 		if len(offered) > 0 {
-			msg.ToolCalls = append(msg.ToolCalls, tc.calls...)
+			msg.ToolCalls = append(msg.ToolCalls, tc.Calls...)
 		} else {
-			tc.bad = ""
+			tc.Bad = ""
 		}
 	}
 	s.badCall = tc
