@@ -518,8 +518,8 @@ const contentRoom = 512
 // chain makes one call per turn.
 type callState struct {
 	req                Request
-	gate               answerGate
-	think              thinkGate
+	gate               judge.AnswerGate
+	think              judge.ThinkGate
 	content, reasoning strings.Builder
 	calls              []ToolCall
 	usage              *Usage
@@ -612,11 +612,11 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		cs.reasoning.Reset()
 		// Reset in place: a fresh gate built first and copied in would
 		// take its size on the stack of every streaming goroutine.
-		cs.gate = answerGate{}
-		cs.think = thinkGate{}
-		cs.gate.calls, cs.gate.bare, cs.gate.quiet = live && parse, len(offered) > 0, !live
+		cs.gate = judge.AnswerGate{}
+		cs.think = judge.ThinkGate{}
+		cs.gate.Calls, cs.gate.Bare, cs.gate.Quiet = live && parse, len(offered) > 0, !live
 		if live {
-			cs.gate.copies = s.earlier
+			cs.gate.Copies = s.earlier
 		}
 		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
 		err = s.node.chat(ctx, req, func(c Chunk) error {
@@ -646,12 +646,12 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			if c.Content != "" {
 				content := cs.content.String()
 				ok := false
-				if show, ok = cs.gate.pass(content); !ok {
-					show, loopErr = cs.gate.next(content)
+				if show, ok = cs.gate.Pass(content); !ok {
+					show, loopErr = cs.gate.Next(content)
 				}
 			}
 			if c.Reasoning != "" {
-				loopErr = cmp.Or(loopErr, cs.think.next(cs.reasoning.String()))
+				loopErr = cmp.Or(loopErr, cs.think.Next(cs.reasoning.String()))
 			}
 			if live && (show != "" || c.Reasoning != "") {
 				cs.sent = true
@@ -665,7 +665,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			}
 			return loopErr
 		})
-		if errors.Is(err, errLoop) {
+		if errors.Is(err, judge.ErrLoop) {
 			// Stopped on purpose: the answer is what came before the loop.
 			err = nil
 		}
@@ -695,10 +695,10 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		return Message{}, err
 	}
 	text := cs.content.String()
-	if cs.gate.finish(text) {
-		text = text[:cs.gate.loop.Keep]
-		s.loop = cs.gate.loop
-		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.Segment, "copies", cs.gate.loop.Copies)
+	if cs.gate.Finish(text) {
+		text = text[:cs.gate.Loop.Keep]
+		s.loop = cs.gate.Loop
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.Loop.Segment, "copies", cs.gate.Loop.Copies)
 	}
 	if r.thinkLooped(s, &cs.think, cs.reasoning.String()) {
 		text, cs.calls = "", nil
@@ -717,7 +717,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		}
 	}
 	s.badCall = tc
-	if show := cs.gate.end(text, tc); live && show != "" {
+	if show := cs.gate.End(text, tc); live && show != "" {
 		r.streamed = true
 		cs.shown = r.breakTurn(show)
 		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: cs.shown}); err != nil {

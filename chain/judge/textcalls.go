@@ -282,13 +282,13 @@ func callShaped(s string) bool {
 	return strings.Contains(s, `"name"`) && (strings.Contains(s, `"arguments"`) || strings.Contains(s, `"parameters"`))
 }
 
-// CallSafe returns how much of streamed content can be shown without
+// callSafe returns how much of streamed content can be shown without
 // showing part of a text tool call: content before from is already shown,
 // and the result is where a call starts or may still start (len(content)
 // when nowhere). With bare set, content whose first non-space byte opens a
 // JSON object or array of objects, or a code fence that may hold one, is
 // held whole: it may be a call.
-func CallSafe(content string, from int, bare bool) int {
+func callSafe(content string, from int, bare bool) int {
 	if from == 0 {
 		t := strings.TrimLeft(content, jsonSpace)
 		if t == "" {

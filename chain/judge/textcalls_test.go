@@ -151,8 +151,8 @@ func TestCallSafe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := CallSafe(tt.content, tt.from, tt.bare); got != tt.want {
-				t.Errorf("CallSafe(%q, %d, %v) = %d, want %d", tt.content, tt.from, tt.bare, got, tt.want)
+			if got := callSafe(tt.content, tt.from, tt.bare); got != tt.want {
+				t.Errorf("callSafe(%q, %d, %v) = %d, want %d", tt.content, tt.from, tt.bare, got, tt.want)
 			}
 		})
 	}
@@ -193,8 +193,8 @@ func FuzzParseTextCalls(f *testing.F) {
 			t.Errorf("ParseTextCalls(%q).Rest = %q is not valid UTF-8", s, got.Rest)
 		}
 		for from := 0; from <= len(s); from += 1 + len(s)/7 {
-			if n := CallSafe(s, from, bare); n < from && n != 0 || n > len(s) {
-				t.Errorf("CallSafe(%q, %d) = %d", s, from, n)
+			if n := callSafe(s, from, bare); n < from && n != 0 || n > len(s) {
+				t.Errorf("callSafe(%q, %d) = %d", s, from, n)
 			}
 		}
 	})
