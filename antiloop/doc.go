@@ -14,4 +14,27 @@
 //
 // The package holds no tool, model or HTTP logic and imports no other package
 // of this project: the chain and tools packages consume it.
+//
+// # The rest of the anti-loop guard
+//
+// Three parts of what keeps a chain out of loops live elsewhere, because
+// each needs what this package must not import:
+//
+//   - The answer judges, in package chain/judge: the gate that streams an
+//     answer while holding back a text tool call, a copy of an earlier
+//     stage's answer or a repeat (it runs [Repeats]), the gate on
+//     reasoning, and the parser of tool calls written as text. The parser
+//     reads [TOOL:…] calls with package tools, which imports this one, and
+//     builds the engine's tool calls, so it cannot live here.
+//   - A stage's own loop rules, in package chain: the same call run again
+//     within a stage, a volatile call polled past antiloop.max_polls, the
+//     same error three times (stopped_repeat), turns without progress
+//     (stopped_no_progress) and stored reads dropped after a write are kept
+//     in loopguard.go and applied in toolcalls.go, where the guard is
+//     asked; calls to the client's own tools are judged by
+//     JudgeClientCalls (client.go). They are the engine's state for one
+//     stage and its tools' identities, kept beside its other state.
+//   - What a verdict of the judges does to a stage, in package chain
+//     (judging.go): a degenerate stage answered by an earlier one, a format
+//     error fed back to the model.
 package antiloop

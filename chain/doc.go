@@ -2,8 +2,9 @@
 // (simple mode) or runs the reflexive chain, stage after stage (by default
 // OL1 research and tools → M1 analysis → M2 review), each stage receiving what
 // the earlier ones found, under per-stage and global turn budgets, with every
-// tool call passed through the anti-loop guards. It records a Trace of all of
-// it.
+// tool call passed through the anti-loop guards and every answer through the
+// judges (subpackage judge; the engine acts on their verdicts in judging.go).
+// It records a Trace of all of it.
 //
 // The package defines the Backend interface its model endpoints implement
 // (subpackages ollama, openai and mock) and the neutral message types they

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/judge"
 )
 
 // run is the state of one request.
@@ -108,7 +109,7 @@ type stage struct {
 	// instead is the stage whose answer replaces this one's, degenerate.
 	instead *stage
 	// badCall is the last call's unreadable text tool call, if any.
-	badCall textCalls
+	badCall judge.TextCalls
 	// awaiting are the client calls the stage waits for, and clientRes
 	// what the stage knows of each client call identity (clienttools.go).
 	awaiting  []pendingCall
@@ -451,7 +452,7 @@ func (r *run) turns(ctx context.Context, s *stage) error {
 		if err != nil {
 			return err
 		}
-		if len(s.tools) == 0 || len(msg.ToolCalls) == 0 && s.badCall.bad == "" {
+		if len(s.tools) == 0 || len(msg.ToolCalls) == 0 && s.badCall.Bad == "" {
 			return nil
 		}
 		s.msgs = append(s.msgs, msg)
@@ -468,7 +469,7 @@ func (r *run) turns(ctx context.Context, s *stage) error {
 			}
 			s.msgs = append(s.msgs, results...)
 		}
-		if s.badCall.bad != "" && s.stop == "" {
+		if s.badCall.Bad != "" && s.stop == "" {
 			if err := r.badTextCall(s, s.badCall); err != nil {
 				return err
 			}
@@ -520,8 +521,8 @@ const contentRoom = 512
 // chain makes one call per turn.
 type callState struct {
 	req                Request
-	gate               answerGate
-	think              thinkGate
+	gate               judge.AnswerGate
+	think              judge.ThinkGate
 	content, reasoning strings.Builder
 	calls              []ToolCall
 	usage              *Usage
@@ -614,11 +615,11 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		cs.reasoning.Reset()
 		// Reset in place: a fresh gate built first and copied in would
 		// take its size on the stack of every streaming goroutine.
-		cs.gate = answerGate{}
-		cs.think = thinkGate{}
-		cs.gate.calls, cs.gate.bare, cs.gate.quiet = live && parse, len(offered) > 0, !live
+		cs.gate = judge.AnswerGate{}
+		cs.think = judge.ThinkGate{}
+		cs.gate.Calls, cs.gate.Bare, cs.gate.Quiet = live && parse, len(offered) > 0, !live
 		if live {
-			cs.gate.copies = s.earlier
+			cs.gate.Copies = s.earlier
 		}
 		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
 		err = s.node.chat(ctx, req, func(c Chunk) error {
@@ -648,12 +649,12 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			if c.Content != "" {
 				content := cs.content.String()
 				ok := false
-				if show, ok = cs.gate.pass(content); !ok {
-					show, loopErr = cs.gate.next(content)
+				if show, ok = cs.gate.Pass(content); !ok {
+					show, loopErr = cs.gate.Next(content)
 				}
 			}
 			if c.Reasoning != "" {
-				loopErr = cmp.Or(loopErr, cs.think.next(cs.reasoning.String()))
+				loopErr = cmp.Or(loopErr, cs.think.Next(cs.reasoning.String()))
 			}
 			if live && (show != "" || c.Reasoning != "") {
 				cs.sent = true
@@ -667,7 +668,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			}
 			return loopErr
 		})
-		if errors.Is(err, errLoop) {
+		if errors.Is(err, judge.ErrLoop) {
 			// Stopped on purpose: the answer is what came before the loop.
 			err = nil
 		}
@@ -697,29 +698,29 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 		return Message{}, err
 	}
 	text := cs.content.String()
-	if cs.gate.finish(text) {
-		text = text[:cs.gate.loop.Keep]
-		s.loop = cs.gate.loop
-		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.loop.Segment, "copies", cs.gate.loop.Copies)
+	if cs.gate.Finish(text) {
+		text = text[:cs.gate.Loop.Keep]
+		s.loop = cs.gate.Loop
+		r.logger().Info("repetition loop cut", "stage", s.idx, "node", s.node.Name, "segment", cs.gate.Loop.Segment, "copies", cs.gate.Loop.Copies)
 	}
 	if r.thinkLooped(s, &cs.think, cs.reasoning.String()) {
 		text, cs.calls = "", nil
 	}
 	msg := Message{Role: "assistant", Content: text, ToolCalls: cs.calls}
-	var tc textCalls
+	var tc judge.TextCalls
 	if parse {
 		// Without tools offered a call cannot run, but its raw text is no
 		// answer either: it is dropped.
-		tc = parseTextCalls(text, len(offered) > 0)
-		msg.Content = tc.rest
+		tc = judge.ParseTextCalls(text, len(offered) > 0)
+		msg.Content = tc.Rest
 		if len(offered) > 0 {
-			msg.ToolCalls = append(msg.ToolCalls, tc.calls...)
+			msg.ToolCalls = append(msg.ToolCalls, tc.Calls...)
 		} else {
-			tc.bad = ""
+			tc.Bad = ""
 		}
 	}
 	s.badCall = tc
-	if show := cs.gate.end(text, tc); live && show != "" {
+	if show := cs.gate.End(text, tc); live && show != "" {
 		r.streamed = true
 		cs.shown = r.breakTurn(show)
 		if err := r.emit(Event{Kind: EventDelta, Stage: s.idx, Node: s.node.Name, Content: cs.shown}); err != nil {

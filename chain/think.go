@@ -16,6 +16,15 @@ const (
 // judged differently depending on where the upstream cut the stream.
 const thinkSpace = " \t\r\n\f\v"
 
+// callOpen is the tag a text tool call opens with, and jsonSpace the space
+// JSON allows, as judge.ParseTextCalls reads them: the splitter ends a
+// reasoning at a call written in it. They are spelled here again, as the
+// splitter belongs to the node layer, which does not import the judges.
+const (
+	callOpen  = "<tool_call>"
+	jsonSpace = " \t\r\n"
+)
+
 type thinkState uint8
 
 const (
@@ -268,7 +277,7 @@ func (s *ThinkSplitter) reasoningBefore(text string, i int) string {
 }
 
 // callIn returns where a text tool call starts in text: a <tool_call> tag
-// whose body starts with "{" or "[", as parseTextCalls reads it (a tag
+// whose body starts with "{" or "[", as judge.ParseTextCalls reads it (a tag
 // followed by prose is the model writing about the tag). open reports a
 // tag followed by nothing but space so far, which may still be either. It
 // returns -1 when there is none.

@@ -340,46 +340,48 @@ func parent(p string) string {
 // well-formed glob and each target a model the proxy serves (a chain
 // model, a node by name or by model), never another alias: one lookup
 // resolves any name. nodes are the configured node names.
-func (c *Config) validateAliases(nodes map[string]bool, bad func(path, format string, args ...any)) {
+func (c *Config) validateAliases(nodes map[string]bool) (ps problems) {
 	models := map[string]bool{"chain/auto": true, "chain/simple": true, "chain/reflexive": true}
 	for _, n := range c.Nodes {
 		models[n.Model] = true
 	}
 	for pattern, target := range c.ModelAliases {
 		if pattern == "" {
-			bad("model_aliases", "a pattern must not be empty")
+			ps.add("model_aliases", "a pattern must not be empty")
 			continue
 		}
 		if _, err := path.Match(pattern, ""); err != nil {
-			bad("model_aliases", "%q is not a valid pattern (write globs such as claude-* or claude-*haiku*)", pattern)
+			ps.add("model_aliases", "%q is not a valid pattern (write globs such as claude-* or claude-*haiku*)", pattern)
 		}
 		if !models[target] && !nodes[target] {
-			bad("model_aliases", "%q: unknown model %q (want chain/auto, chain/simple, chain/reflexive, a node's name or its model)", pattern, target)
+			ps.add("model_aliases", "%q: unknown model %q (want chain/auto, chain/simple, chain/reflexive, a node's name or its model)", pattern, target)
 		}
 	}
+	return ps
 }
 
-// checkTelemetry validates the telemetry section: the endpoints are http or
+// validate checks the telemetry section: the endpoints are http or
 // https URLs and the protocol one the exporters speak. Empty keys are
 // left to the OTEL_EXPORTER_OTLP_* variables.
-func checkTelemetry(bad func(path, format string, args ...any), t Telemetry) {
+func (t Telemetry) validate() (ps problems) {
 	for _, e := range []struct{ path, url string }{{"telemetry.endpoint", t.Endpoint}, {"telemetry.traces_endpoint", t.TracesEndpoint}} {
 		if e.url == "" {
 			continue
 		}
 		if u, err := url.Parse(e.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad(e.path, "want an http:// or https:// URL, got %q", redactURL(e.url))
+			ps.add(e.path, "want an http:// or https:// URL, got %q", redactURL(e.url))
 		}
 	}
 	if p := t.Protocol; p != "" && p != ProtocolHTTP && p != ProtocolGRPC {
-		bad("telemetry.protocol", "want %q or %q, got %q", ProtocolHTTP, ProtocolGRPC, p)
+		ps.add("telemetry.protocol", "want %q or %q, got %q", ProtocolHTTP, ProtocolGRPC, p)
 	}
 	if t.Timeout < 0 {
-		bad("telemetry.timeout", "must not be negative, got %s", t.Timeout)
+		ps.add("telemetry.timeout", "must not be negative, got %s", t.Timeout)
 	}
 	for k := range t.Headers {
 		if k == "" || strings.ContainsAny(k, " :\r\n") {
-			bad("telemetry.headers", "%q is not a header name", k)
+			ps.add("telemetry.headers", "%q is not a header name", k)
 		}
 	}
+	return ps
 }

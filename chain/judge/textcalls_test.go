@@ -1,13 +1,15 @@
-package chain
+package judge
 
 import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"chainproxy/memory"
 )
 
 func TestParseTextCalls(t *testing.T) {
-	type call = ToolCall
+	type call = memory.ToolCall
 	tests := []struct {
 		name    string
 		in      string
@@ -93,20 +95,20 @@ func TestParseTextCalls(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := parseTextCalls(tt.in, tt.bare)
-			if len(got.calls) != len(tt.calls) {
-				t.Fatalf("parseTextCalls(%q).calls = %+v, want %+v", tt.in, got.calls, tt.calls)
+			got := ParseTextCalls(tt.in, tt.bare)
+			if len(got.Calls) != len(tt.calls) {
+				t.Fatalf("ParseTextCalls(%q).calls = %+v, want %+v", tt.in, got.Calls, tt.calls)
 			}
 			for i := range tt.calls {
-				if got.calls[i] != tt.calls[i] {
-					t.Errorf("call %d = %+v, want %+v", i, got.calls[i], tt.calls[i])
+				if got.Calls[i] != tt.calls[i] {
+					t.Errorf("call %d = %+v, want %+v", i, got.Calls[i], tt.calls[i])
 				}
 			}
-			if got.rest != tt.rest {
-				t.Errorf("rest = %q, want %q", got.rest, tt.rest)
+			if got.Rest != tt.rest {
+				t.Errorf("rest = %q, want %q", got.Rest, tt.rest)
 			}
-			if (got.bad != "") != tt.bad || got.badName != tt.badName {
-				t.Errorf("bad, badName = %q, %q; want bad %v, name %q", got.bad, got.badName, tt.bad, tt.badName)
+			if (got.Bad != "") != tt.bad || got.BadName != tt.badName {
+				t.Errorf("bad, badName = %q, %q; want bad %v, name %q", got.Bad, got.BadName, tt.bad, tt.badName)
 			}
 		})
 	}
@@ -172,23 +174,23 @@ func FuzzParseTextCalls(f *testing.F) {
 		f.Add(s, true)
 	}
 	f.Fuzz(func(t *testing.T, s string, bare bool) {
-		got := parseTextCalls(s, bare)
-		for _, c := range got.calls {
+		got := ParseTextCalls(s, bare)
+		for _, c := range got.Calls {
 			if c.Name == "" {
-				t.Errorf("parseTextCalls(%q) made a call without a name", s)
+				t.Errorf("ParseTextCalls(%q) made a call without a name", s)
 			}
 		}
-		if len(got.rest) > len(s) {
-			t.Errorf("parseTextCalls(%q).rest = %q, longer than the content", s, got.rest)
+		if len(got.Rest) > len(s) {
+			t.Errorf("ParseTextCalls(%q).Rest = %q, longer than the content", s, got.Rest)
 		}
-		if i := strings.Index(got.rest, callOpen); i >= 0 {
-			body := strings.TrimLeft(got.rest[i+len(callOpen):], jsonSpace)
+		if i := strings.Index(got.Rest, callOpen); i >= 0 {
+			body := strings.TrimLeft(got.Rest[i+len(callOpen):], jsonSpace)
 			if body != "" && (body[0] == '{' || body[0] == '[') {
-				t.Errorf("parseTextCalls(%q).rest = %q keeps a call tag", s, got.rest)
+				t.Errorf("ParseTextCalls(%q).Rest = %q keeps a call tag", s, got.Rest)
 			}
 		}
-		if utf8.ValidString(s) && !utf8.ValidString(got.rest) {
-			t.Errorf("parseTextCalls(%q).rest = %q is not valid UTF-8", s, got.rest)
+		if utf8.ValidString(s) && !utf8.ValidString(got.Rest) {
+			t.Errorf("ParseTextCalls(%q).Rest = %q is not valid UTF-8", s, got.Rest)
 		}
 		for from := 0; from <= len(s); from += 1 + len(s)/7 {
 			if n := callSafe(s, from, bare); n < from && n != 0 || n > len(s) {

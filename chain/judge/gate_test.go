@@ -1,4 +1,4 @@
-package chain
+package judge
 
 import (
 	"fmt"
@@ -31,21 +31,21 @@ var realAnswer = func() string {
 func TestAnswerGate(t *testing.T) {
 	tests := []struct {
 		name   string
-		gate   answerGate
+		gate   AnswerGate
 		pieces []string
 		// shown is what the stream shows, end included; calls or copies
 		// found at the end show nothing more.
 		shown string
 	}{
-		{"prose streams", answerGate{calls: true, bare: true}, []string{"Hel", "lo ", "world"}, "Hello world"},
-		{"tag held", answerGate{calls: true, bare: true}, []string{"Let me see. <tool", `_call>{"name":"a","arguments":{}}`, "</tool_call>"}, "Let me see. "},
-		{"bare call held", answerGate{calls: true, bare: true}, []string{" {", `"name":"a",`, `"arguments":{}}`}, ""},
-		{"json answer shown at the end", answerGate{calls: true, bare: true}, []string{"{", `"a":1}`}, `{"a":1}`},
-		{"copy held", answerGate{copies: []string{"Same answer."}}, []string{"Same ", "answer.", "\n"}, ""},
-		{"copy with new whitespace held", answerGate{copies: []string{"Same answer, two lines."}}, []string{"\n  Same ", "\n\n  answer,", "   two\n lines.", "\n"}, ""},
-		{"four copies held then released", answerGate{}, append(strings.SplitAfter(strings.Repeat("Row: the same twenty-odd bytes. ", 4), " "), "Then", " more."),
+		{"prose streams", AnswerGate{Calls: true, Bare: true}, []string{"Hel", "lo ", "world"}, "Hello world"},
+		{"tag held", AnswerGate{Calls: true, Bare: true}, []string{"Let me see. <tool", `_call>{"name":"a","arguments":{}}`, "</tool_call>"}, "Let me see. "},
+		{"bare call held", AnswerGate{Calls: true, Bare: true}, []string{" {", `"name":"a",`, `"arguments":{}}`}, ""},
+		{"json answer shown at the end", AnswerGate{Calls: true, Bare: true}, []string{"{", `"a":1}`}, `{"a":1}`},
+		{"copy held", AnswerGate{Copies: []string{"Same answer."}}, []string{"Same ", "answer.", "\n"}, ""},
+		{"copy with new whitespace held", AnswerGate{Copies: []string{"Same answer, two lines."}}, []string{"\n  Same ", "\n\n  answer,", "   two\n lines.", "\n"}, ""},
+		{"four copies held then released", AnswerGate{}, append(strings.SplitAfter(strings.Repeat("Row: the same twenty-odd bytes. ", 4), " "), "Then", " more."),
 			strings.Repeat("Row: the same twenty-odd bytes. ", 4) + "Then more."},
-		{"diverging copy released", answerGate{copies: []string{"Same answer."}}, []string{"Same ", "thing, better."}, "Same thing, better."},
+		{"diverging copy released", AnswerGate{Copies: []string{"Same answer."}}, []string{"Same ", "thing, better."}, "Same thing, better."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,18 +53,18 @@ func TestAnswerGate(t *testing.T) {
 			var content, shown strings.Builder
 			for _, p := range tt.pieces {
 				content.WriteString(p)
-				s, err := g.next(content.String())
+				s, err := g.Next(content.String())
 				if err != nil {
 					t.Fatal(err)
 				}
 				shown.WriteString(s)
 			}
 			text := content.String()
-			tc := textCalls{rest: text}
-			if g.calls {
-				tc = parseTextCalls(text, g.bare)
+			tc := TextCalls{Rest: text}
+			if g.Calls {
+				tc = ParseTextCalls(text, g.Bare)
 			}
-			shown.WriteString(g.end(text, tc))
+			shown.WriteString(g.End(text, tc))
 			if got := shown.String(); got != tt.shown {
 				t.Errorf("shown %q, want %q", got, tt.shown)
 			}
@@ -77,12 +77,12 @@ func TestAnswerGate(t *testing.T) {
 // call starts from.
 func TestAnswerGateKeepsEarlier(t *testing.T) {
 	earlier := []string{"First answer.", "Second answer."}
-	g := answerGate{copies: earlier}
-	if _, err := g.next("Second"); err != nil {
+	g := AnswerGate{Copies: earlier}
+	if _, err := g.Next("Second"); err != nil {
 		t.Fatal(err)
 	}
-	if len(g.copies) != 1 || earlier[0] != "First answer." || earlier[1] != "Second answer." {
-		t.Errorf("gate copies %q, stage's list %q; want [Second answer.] and the list untouched", g.copies, earlier)
+	if len(g.Copies) != 1 || earlier[0] != "First answer." || earlier[1] != "Second answer." {
+		t.Errorf("gate copies %q, stage's list %q; want [Second answer.] and the list untouched", g.Copies, earlier)
 	}
 }
 
@@ -113,18 +113,18 @@ func splitBefore(s, sep string) []string {
 
 func testGateLoop(t *testing.T, sentence string, split func(string, string) []string) {
 	t.Helper()
-	var g answerGate
+	var g AnswerGate
 	var content, shown strings.Builder
 	for i := 0; i < 60; i++ {
 		for _, w := range split(sentence, " ") {
 			content.WriteString(w)
-			s, err := g.next(content.String())
+			s, err := g.Next(content.String())
 			shown.WriteString(s)
-			if err == errLoop {
+			if err == ErrLoop {
 				if got, want := shown.String(), strings.Repeat(sentence, 4); got != want {
 					t.Errorf("shown %q, want four copies", got)
 				}
-				if got := content.String()[:g.loop.Keep]; got != sentence {
+				if got := content.String()[:g.Loop.Keep]; got != sentence {
 					t.Errorf("kept %q, want %q", got, sentence)
 				}
 				return
@@ -134,12 +134,12 @@ func testGateLoop(t *testing.T, sentence string, split func(string, string) []st
 	t.Error("the loop was never stopped")
 }
 
-// streamed is what run.model does with each chunk: pass, else next.
-func streamed(g *answerGate, content string) (string, error) {
-	if out, ok := g.pass(content); ok {
+// streamed is what the engine's run.model does with each chunk: Pass, else Next.
+func streamed(g *AnswerGate, content string) (string, error) {
+	if out, ok := g.Pass(content); ok {
 		return out, nil
 	}
-	return g.next(content)
+	return g.Next(content)
 }
 
 // BenchmarkAnswerGate is the cost of the gate on the streaming path: a
@@ -150,7 +150,7 @@ func BenchmarkAnswerGate(b *testing.B) {
 	chunks := (len(realAnswer) + 3) / 4
 	b.ReportMetric(float64(chunks), "chunks/op")
 	for b.Loop() {
-		g := answerGate{calls: true, bare: true}
+		g := AnswerGate{Calls: true, Bare: true}
 		for i := 4; i < len(realAnswer)+4; i += 4 {
 			if _, err := streamed(&g, realAnswer[:min(i, len(realAnswer))]); err != nil {
 				b.Fatal(err)
@@ -168,21 +168,21 @@ func FuzzAnswerGate(f *testing.F) {
 	f.Add(realAnswer, uint8(5), false)
 	f.Add(strings.Repeat("All set. ", 40)+"\nDone.", uint8(2), false)
 	f.Fuzz(func(t *testing.T, content string, step uint8, calls bool) {
-		g := answerGate{calls: calls, bare: calls}
+		g := AnswerGate{Calls: calls, Bare: calls}
 		var shown strings.Builder
 		n := int(step%16) + 1
 		for i := n; i < len(content); i += n {
 			s, err := streamed(&g, content[:i])
 			shown.WriteString(s)
-			if err == errLoop {
+			if err == ErrLoop {
 				break
 			}
 		}
-		g.finish(content)
-		whole := answerGate{quiet: true}
-		whole.finish(content)
-		if (g.loop == nil) != (whole.loop == nil) || g.loop != nil && *g.loop != *whole.loop {
-			t.Fatalf("streamed loop %v, whole %v", g.loop, whole.loop)
+		g.Finish(content)
+		whole := AnswerGate{Quiet: true}
+		whole.Finish(content)
+		if (g.Loop == nil) != (whole.Loop == nil) || g.Loop != nil && *g.Loop != *whole.Loop {
+			t.Fatalf("streamed loop %v, whole %v", g.Loop, whole.Loop)
 		}
 		if !strings.HasPrefix(content, shown.String()) {
 			t.Fatalf("shown %q is not a prefix of %q", shown.String(), content)
@@ -195,16 +195,16 @@ func FuzzAnswerGate(f *testing.F) {
 // the first one.
 func TestQuietGateLoop(t *testing.T) {
 	sentence := "The answer is in the file notes.md, read it. "
-	g := answerGate{quiet: true}
+	g := AnswerGate{Quiet: true}
 	var content strings.Builder
 	for i := 0; i < 60; i++ {
 		for _, w := range strings.SplitAfter(sentence, " ") {
 			content.WriteString(w)
-			if _, err := g.next(content.String()); err == errLoop {
+			if _, err := g.Next(content.String()); err == ErrLoop {
 				if n := strings.Count(content.String(), sentence); n != 5 {
 					t.Errorf("stopped after %d copies, want 5", n)
 				}
-				if got := content.String()[:g.loop.Keep]; got != sentence {
+				if got := content.String()[:g.Loop.Keep]; got != sentence {
 					t.Errorf("kept %q, want %q", got, sentence)
 				}
 				return
@@ -232,9 +232,9 @@ func TestFoldPrefix(t *testing.T) {
 		{"", "   ", true, true},
 	}
 	for _, tt := range tests {
-		prefix, same := foldPrefix(tt.c, tt.t)
+		prefix, same := FoldPrefix(tt.c, tt.t)
 		if prefix != tt.prefix || same != tt.same {
-			t.Errorf("foldPrefix(%q, %q) = %v, %v; want %v, %v", tt.c, tt.t, prefix, same, tt.prefix, tt.same)
+			t.Errorf("FoldPrefix(%q, %q) = %v, %v; want %v, %v", tt.c, tt.t, prefix, same, tt.prefix, tt.same)
 		}
 	}
 }

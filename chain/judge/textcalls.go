@@ -1,4 +1,4 @@
-package chain
+package judge
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 
+	"chainproxy/memory"
 	"chainproxy/tools"
 )
 
@@ -18,21 +19,21 @@ const (
 	callClose = "</tool_call>"
 )
 
-// textCalls is what a model's content held in the way of text tool calls.
-type textCalls struct {
-	calls []ToolCall
-	// rest is the content without the calls, trimmed.
-	rest string
-	// bad says why content that looks like a call could not be read; ""
+// TextCalls is what a model's content held in the way of text tool calls.
+type TextCalls struct {
+	Calls []memory.ToolCall
+	// Rest is the content without the calls, trimmed.
+	Rest string
+	// Bad says why content that looks like a call could not be read; ""
 	// when there was none.
-	bad string
-	// badName is the tool name such a call seems to use, "" when unknown.
-	badName string
-	// badText is the start of that call as written, for the model to see.
-	badText string
+	Bad string
+	// BadName is the tool name such a call seems to use, "" when unknown.
+	BadName string
+	// BadText is the start of that call as written, for the model to see.
+	BadText string
 }
 
-// parseTextCalls finds the tool calls a model wrote in content:
+// ParseTextCalls finds the tool calls a model wrote in content:
 // <tool_call>{"name":…,"arguments":…}</tool_call> (one or more, with text
 // around them; a missing closing tag at the end is tolerated), design 003's
 // [TOOL:name:{json}], and, when bare is set, content that is only a JSON
@@ -42,11 +43,11 @@ type textCalls struct {
 // to a call without tools is an answer, and there only design 003's exact
 // spelling "[TOOL:" counts, so that prose like "[Tool: hammer]" stays.
 //
-// Content that starts like a call and does not parse is reported in bad,
-// and the call-looking text is left out of rest all the same: raw tags are
+// Content that starts like a call and does not parse is reported in Bad,
+// and the call-looking text is left out of Rest all the same: raw tags are
 // never an answer.
-func parseTextCalls(content string, bare bool) textCalls {
-	var out textCalls
+func ParseTextCalls(content string, bare bool) TextCalls {
+	var out TextCalls
 	rest := content
 	if strings.Contains(rest, callOpen) {
 		rest = out.tags(rest)
@@ -54,7 +55,7 @@ func parseTextCalls(content string, bare bool) textCalls {
 	if bare && strings.IndexByte(rest, '[') >= 0 || strings.Contains(rest, "[TOOL:") {
 		tc, r := tools.ParseTextCalls(rest)
 		for _, c := range tc {
-			out.calls = append(out.calls, ToolCall{Name: c.Name, Arguments: c.Arguments})
+			out.Calls = append(out.Calls, memory.ToolCall{Name: c.Name, Arguments: c.Arguments})
 		}
 		rest = r
 		if loc := toolMarker.FindStringIndex(rest); loc != nil {
@@ -63,7 +64,7 @@ func parseTextCalls(content string, bare bool) textCalls {
 			rest = rest[:loc[0]]
 		}
 	}
-	if bare && len(out.calls) == 0 && out.bad == "" {
+	if bare && len(out.Calls) == 0 && out.Bad == "" {
 		t := strings.TrimSpace(rest)
 		if body, ok := unfence(t); ok {
 			t = body
@@ -72,7 +73,7 @@ func parseTextCalls(content string, bare bool) textCalls {
 			calls, err := decodeCalls(t)
 			switch {
 			case err == nil:
-				out.calls, rest = calls, ""
+				out.Calls, rest = calls, ""
 			case errors.Is(err, errNotCall):
 			case callShaped(t):
 				out.fail(err.Error(), t)
@@ -80,9 +81,9 @@ func parseTextCalls(content string, bare bool) textCalls {
 			}
 		}
 	}
-	out.rest = rest
-	if len(out.calls) > 0 || out.bad != "" || len(rest) != len(content) {
-		out.rest = strings.TrimSpace(rest)
+	out.Rest = rest
+	if len(out.Calls) > 0 || out.Bad != "" || len(rest) != len(content) {
+		out.Rest = strings.TrimSpace(rest)
 	}
 	return out
 }
@@ -120,16 +121,16 @@ func fenceLang(info string) bool {
 var toolMarker = regexp.MustCompile(`(?i)\[\s*tool\s*:`)
 
 // fail records the first call that could not be read.
-func (t *textCalls) fail(why, raw string) {
-	if t.bad != "" {
+func (t *TextCalls) fail(why, raw string) {
+	if t.Bad != "" {
 		return
 	}
-	t.bad = why
-	t.badText = tools.Truncate(strings.TrimSpace(raw), 300)
+	t.Bad = why
+	t.BadText = tools.Truncate(strings.TrimSpace(raw), 300)
 	if m := nameField.FindStringSubmatch(raw); m != nil {
-		t.badName = m[1]
+		t.BadName = m[1]
 	} else if m := toolName.FindStringSubmatch(raw); m != nil {
-		t.badName = m[1]
+		t.BadName = m[1]
 	}
 }
 
@@ -141,7 +142,7 @@ var (
 // tags takes the <tool_call> calls out of s and returns the rest. A tag
 // whose body does not start with "{" or "[" is prose about the tag, not a
 // call, and stays.
-func (t *textCalls) tags(s string) string {
+func (t *TextCalls) tags(s string) string {
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(s); {
@@ -165,7 +166,7 @@ func (t *textCalls) tags(s string) string {
 		if err != nil {
 			t.fail("the call in <tool_call> could not be read: "+err.Error(), inner)
 		}
-		t.calls = append(t.calls, calls...)
+		t.Calls = append(t.Calls, calls...)
 		b.WriteString(s[last:start])
 		last, i = end, end
 	}
@@ -190,7 +191,7 @@ type wireCall struct {
 // decodeCalls reads a JSON call, an array of calls, or calls written one
 // after the other. It returns errNotCall for valid JSON of another shape,
 // and a syntax error otherwise.
-func decodeCalls(s string) ([]ToolCall, error) {
+func decodeCalls(s string) ([]memory.ToolCall, error) {
 	if s == "" {
 		return nil, errors.New("it is empty")
 	}
@@ -209,7 +210,7 @@ func decodeCalls(s string) ([]ToolCall, error) {
 		err := json.Unmarshal([]byte(s), &v)
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	calls := make([]ToolCall, 0, len(raws))
+	calls := make([]memory.ToolCall, 0, len(raws))
 	for _, raw := range raws {
 		c, ok := decodeCall(raw)
 		if !ok {
@@ -246,10 +247,10 @@ func jsonSequence(s string) []json.RawMessage {
 }
 
 // decodeCall reads one {"name","arguments"} object.
-func decodeCall(raw json.RawMessage) (ToolCall, bool) {
+func decodeCall(raw json.RawMessage) (memory.ToolCall, bool) {
 	var w wireCall
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' || json.Unmarshal(t, &w) != nil {
-		return ToolCall{}, false
+		return memory.ToolCall{}, false
 	}
 	if w.Name == "" && w.Function != nil {
 		w = *w.Function
@@ -259,9 +260,9 @@ func decodeCall(raw json.RawMessage) (ToolCall, bool) {
 		args = w.Parameters
 	}
 	if w.Name == "" || args == nil {
-		return ToolCall{}, false
+		return memory.ToolCall{}, false
 	}
-	c := ToolCall{Name: w.Name, Arguments: string(args)}
+	c := memory.ToolCall{Name: w.Name, Arguments: string(args)}
 	switch args[0] {
 	case '"':
 		// Arguments sent as a JSON string, as OpenAI's wire format has them.
@@ -339,7 +340,7 @@ func openFence(t string) bool {
 
 // mayStartCall reports whether s, starting with "<" or "[", is or may
 // still become the start of a <tool_call> tag or a [TOOL: marker; exact:
-// the marker spelled exactly so (see parseTextCalls).
+// the marker spelled exactly so (see ParseTextCalls).
 func mayStartCall(s string, exact bool) bool {
 	if s[0] == '<' {
 		n := min(len(s), len(callOpen))
@@ -369,33 +370,4 @@ func skipJSONSpace(s string, p int) int {
 		p++
 	}
 	return p
-}
-
-// badTextCall feeds back content that looked like a tool call but could not
-// be read. It counts as a format error, like a call to an unknown tool, and
-// is in the trace as a failed call so that the stop is explained.
-func (r *run) badTextCall(s *stage, tc textCalls) error {
-	names := make([]string, len(s.tools)) // what this stage is offered, client tools included
-	for i, t := range s.tools {
-		names[i] = t.Name
-	}
-	example := "list_dir"
-	if len(names) > 0 {
-		example = names[0]
-	}
-	note := fmt.Sprintf("error: your tool call could not be read (%s). You wrote: %s\nWrite each call as <tool_call>{\"name\": %q, \"arguments\": {…}}</tool_call> with valid JSON, or answer in plain text. Available tools: %s.",
-		tc.bad, tc.badText, example, strings.Join(names, ", "))
-	s.msgs = append(s.msgs, Message{Role: "user", Content: note})
-	s.fmtErrs++
-	if s.fmtErrs >= r.e.cfg.Antiloop.MaxFormatErrors {
-		s.stop = StageStoppedFormatErrors
-	}
-	name := tc.badName
-	if name == "" {
-		name = "(unreadable)"
-	}
-	u := ToolUse{Name: name, Args: json.RawMessage("{}"), Status: ToolError, Result: note}
-	s.st.ToolsUsed = append(s.st.ToolsUsed, u)
-	r.trace.Stages[s.idx] = s.st
-	return r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &u})
 }
