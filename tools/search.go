@@ -19,6 +19,13 @@ const (
 	maxRegexInsts   = 2000
 	maxScanLine     = 64 << 10
 	maxSearchBytes  = 64 << 20
+	// regexLineWork bounds one line's match: the bytes of a line a regexp
+	// reads times its program's size. A line's match cannot be interrupted,
+	// so this is what a call may run past its timeout: at the largest
+	// program allowed (maxRegexInsts) a line is read up to 1 KiB, about
+	// 12 ms, where 64 KiB took a second (16 under the race detector); a
+	// pattern of a hundred instructions still reads the whole 64 KiB.
+	regexLineWork = 2 << 20
 )
 
 // errScanBudget stops a search after maxSearchBytes of text.
@@ -48,7 +55,8 @@ func compileMatch(pattern string, isRegex bool) (func([]byte) bool, error) {
 	if err != nil || len(prog.Inst) > maxRegexInsts {
 		return nil, newCallError(ErrBadArguments, "%s: regular expression %q is too complex (large counted repetitions such as {1,1000}); simplify it", SearchFiles, pattern)
 	}
-	return re.Match, nil
+	lineCap := min(maxScanLine, regexLineWork/max(len(prog.Inst), 1))
+	return func(line []byte) bool { return re.Match(line[:min(len(line), lineCap)]) }, nil
 }
 
 // openRegular opens name under root without blocking and checks its type on
