@@ -207,12 +207,8 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 	if window == 0 {
 		return budget
 	}
-	var offered []Tool
-	if s.cfg.tools {
-		offered = r.stageTools()
-	}
 	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
-	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolChars(offered), Ratio: ratio}
+	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolChars(s.tools), Ratio: ratio}
 	msgs := r.req.Messages
 	q := len(msgs) - 1
 	for q > 0 && msgs[q].Role != "user" {

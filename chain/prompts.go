@@ -44,6 +44,19 @@ func (r *run) writeLimits(b *strings.Builder, s *stage) {
 	b.WriteString(strconv.Itoa(s.allowed))
 	b.WriteString(" model turn(s) in this stage.")
 	if s.cfg.tools {
+		if s.offersFind() {
+			// Some tools were withheld to fit the window: the model is
+			// told they exist, and how to get them.
+			b.WriteString(" Tools allowed: ")
+			for i, t := range s.tools {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(t.Name)
+			}
+			b.WriteString(". More tools exist: call find_tools with what you need to do, and the matching ones are offered from your next turn. Never repeat a call with the same arguments: a repeat stops this stage.")
+			return
+		}
 		if list := r.offeredList(); list != "" {
 			b.WriteString(" Tools allowed: ")
 			b.WriteString(list)

@@ -264,7 +264,7 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	}
 	s := r.loadStage(st.Cur)
 	if s.cfg.tools {
-		s.tools = r.stageTools()
+		r.chooseTools(ctx, s, done)
 	}
 	r.stageSpan(ctx, s, true)
 	r.trace.Reasons = append(r.trace.Reasons, "resumed in stage "+s.node.Name+" with the client's tool results")

@@ -43,6 +43,9 @@ type run struct {
 	// hidden is the set of server tools the client's tools keep from the
 	// stages (hiddenTools).
 	hidden map[string]bool
+	// tix indexes the tools the stages with tools choose from
+	// (toolIndex), made at the first choice.
+	tix *toolIndex
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
 	// question is the user's words the classifier judged, or the name of
@@ -81,7 +84,13 @@ type stage struct {
 	cfg     stageConfig
 	allowed int  // turns this stage may use
 	answers bool // the answering stage: its content streams to the client
-	tools   []Tool
+	// tools are what its next call is offered (chooseTools); toolRoom is
+	// what they may weigh, in characters (-1: no limit), and query and
+	// usedTools what they are chosen by (toolfit.go).
+	tools     []Tool
+	toolRoom  int
+	query     []uint64
+	usedTools []string
 	msgs    []Message
 	// base is how many of msgs the stage was given (instructions and the
 	// client's conversation); its own turns and notes come after.
@@ -205,6 +214,9 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 				}
 			}
 			s.allowed = max(s.allowed, 1)
+			if s.cfg.tools {
+				r.chooseTools(ctx, s, done)
+			}
 			s.msgs = r.partsFor(ctx, s, r.stageMessages(ctx, s, done, i, len(stages)))
 			s.base = len(s.msgs)
 			if err := r.startStage(ctx, s); err != nil {
@@ -336,6 +348,7 @@ func (r *run) simple(ctx context.Context, node *Node, serverTools bool) (*Result
 		s.allowed-- // kept for the final call without tools
 	}
 	if s.cfg.tools {
+		r.chooseTools(ctx, s, nil)
 		s.msgs = append([]Message{{Role: "system", Content: r.simplePrompt(s)}}, r.req.Messages...)
 	} else {
 		s.msgs = append([]Message(nil), r.req.Messages...)
@@ -386,8 +399,8 @@ func (r *run) newStage(idx int, node *Node, cfg stageConfig) *stage {
 }
 
 func (r *run) startStage(ctx context.Context, s *stage) error {
-	if s.cfg.tools {
-		s.tools = r.stageTools()
+	if !s.cfg.tools {
+		s.tools = nil
 	}
 	r.stageSpan(ctx, s, false)
 	r.trace.Stages = append(r.trace.Stages, s.st)
@@ -543,7 +556,7 @@ func (cs *callState) free() {
 // model sends s's messages to its node and collects the answer, streaming
 // content to the client when s is the answering stage.
 func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, error) {
-	f, err := r.fit(ctx, s, offered, 1)
+	f, err := r.fitShrinking(ctx, s, &offered, 1)
 	if err != nil {
 		return Message{}, err
 	}
@@ -559,7 +572,7 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		// harder, once.
 		r.e.learnWindow(ctx, s.node)
 		r.e.calibration.Refused(ctx, s.node.Model, f.chars, r.e.Window(s.node), refitFactor)
-		if f, err = r.fit(ctx, s, offered, refitFactor); err != nil {
+		if f, err = r.fitShrinking(ctx, s, &offered, refitFactor); err != nil {
 			return Message{}, err
 		}
 		if ct := s.st.Context; ct != nil {
@@ -571,6 +584,18 @@ func (r *run) model(ctx context.Context, s *stage, offered []Tool) (Message, err
 		return Message{}, &ContextLengthError{Node: s.node.Name, Window: r.e.Window(s.node), Upstream: detail}
 	}
 	return msg, err
+}
+
+// fitShrinking is fit, offering s fewer tools while its prompt does not
+// fit with them (shrinkTools): a stage is never skipped for its tools
+// alone. *offered follows s.tools when it was them.
+func (r *run) fitShrinking(ctx context.Context, s *stage, offered *[]Tool, tighten float64) (fitted, error) {
+	f, err := r.fit(ctx, s, *offered, tighten)
+	for errors.Is(err, ErrContextLength) && len(*offered) > 0 && len(s.tools) > 0 && &(*offered)[0] == &s.tools[0] && r.shrinkTools(ctx, s) {
+		*offered = s.tools
+		f, err = r.fit(ctx, s, *offered, tighten)
+	}
+	return f, err
 }
 
 // send makes one call of s to its node with the fitted prompt f.

@@ -79,6 +79,10 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return nil
 	}
 	args := []byte(c.Arguments)
+	if c.Name == FindTools && s.offersFind() {
+		r.judgeFind(ctx, s, b, i)
+		return nil
+	}
 	err := r.e.runner.Check(c.Name, args)
 	if err == nil && r.hiddenCall(c.Name) {
 		// Not offered: the client's own tools stand in for it.

@@ -14,6 +14,8 @@ type toolView struct {
 	version uint64
 	specs   []Tool
 	names   []string
+	// index is specs ready for choosing the tools that fit a window.
+	index *toolIndex
 	// list is names joined for a stage's limits, which every simple and
 	// chain request states in its system prompt.
 	list string
@@ -47,7 +49,7 @@ func (e *Engine) tools() *toolView {
 }
 
 func (e *Engine) newToolView() *toolView {
-	tv := &toolView{}
+	tv := &toolView{index: newToolIndex(nil)}
 	if e.runner == nil {
 		return tv
 	}
@@ -61,6 +63,7 @@ func (e *Engine) newToolView() *toolView {
 		tv.names = append(tv.names, s.Name)
 	}
 	tv.list = strings.Join(tv.names, ", ")
+	tv.index = newToolIndex(tv.specs)
 	return tv
 }
 

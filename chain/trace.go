@@ -66,6 +66,10 @@ type StageTrace struct {
 	// Context says how the stage's prompts were fitted to its node's
 	// window; nil when the window is unknown and nothing was measured.
 	Context *ContextTrace `json:"context,omitempty"`
+	// Tools says how the stage's tools were fitted to its node's window:
+	// how many were offered, which were withheld and why, which
+	// find_tools found (toolfit.go).
+	Tools *ToolsTrace `json:"tools,omitempty"`
 	// Output is the text the stage produced: OL1's notes, M1's synthesis,
 	// the answering stage's answer.
 	Output string `json:"output"`

@@ -254,6 +254,11 @@ type Chain struct {
 	SimpleNode string `yaml:"simple_node" json:"simple_node"`
 	// ContextBudget caps, in characters, what a stage receives of earlier stages.
 	ContextBudget int `yaml:"context_budget" json:"context_budget"`
+	// ToolsShare is the share of a stage's node's window its tool
+	// definitions may take (chain.tools_share): beyond it, schemas are
+	// compacted, then the tools least relevant to the question are
+	// withheld behind find_tools.
+	ToolsShare float64 `yaml:"tools_share" json:"tools_share"`
 	// Render "details" prefixes replies with one collapsible block per stage.
 	Render string `yaml:"render" json:"render"`
 	// Traces is how many recent traces are kept for /v1/chain/traces/{id}.
@@ -474,6 +479,7 @@ func Default() *Config {
 			MaxTotalTurns: 8,
 			SimpleNode:    "OL1",
 			ContextBudget: 24000,
+			ToolsShare:    0.25,
 			Traces:        500,
 			ResumeTTL:     30 * time.Minute,
 		},

@@ -210,6 +210,9 @@ func (ch Chain) validate(nodes map[string]bool) (ps problems) {
 	if ch.ContextBudget <= 0 {
 		ps.add("chain.context_budget", "must be positive, got %d", ch.ContextBudget)
 	}
+	if ch.ToolsShare <= 0 || ch.ToolsShare > 0.5 {
+		ps.add("chain.tools_share", "want a fraction of the window above 0 and at most 0.5, got %v", ch.ToolsShare)
+	}
 	if ch.Render != RenderNone && ch.Render != RenderDetails {
 		ps.add("chain.render", "unknown render %q (want \"details\" or empty)", ch.Render)
 	}

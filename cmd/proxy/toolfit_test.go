@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/internal/fakeollama"
+)
+
+// npmServers returns node and the entry points of the pinned reference MCP
+// servers (tools/mcp/testdata/npm), or skips (fails under CI) when node or
+// the packages are missing.
+func npmServers(t *testing.T) (node, fsServer, everything string) {
+	t.Helper()
+	miss := func(why string) {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
+		}
+		t.Skipf("%s: run `npm ci` in tools/mcp/testdata/npm to test against the reference MCP servers", why)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		miss("node is not installed")
+	}
+	mods, _ := filepath.Abs("../../tools/mcp/testdata/npm/node_modules/@modelcontextprotocol")
+	fsServer = filepath.Join(mods, "server-filesystem", "dist", "index.js")
+	everything = filepath.Join(mods, "server-everything", "dist", "index.js")
+	for _, p := range []string{fsServer, everything} {
+		if _, err := os.Stat(p); err != nil {
+			miss("reference MCP server missing: " + p)
+		}
+	}
+	return node, fsServer, everything
+}
+
+// serveEverything runs server-everything over streamable HTTP (it reads its
+// port from PORT) and returns its URL once it listens.
+func serveEverything(t *testing.T, node, entry string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(node, entry, "streamableHttp")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("PORT=%d", port)}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	listening := make(chan struct{})
+	go func() { // exits when the server's stderr closes (the process ends at cleanup)
+		sc := bufio.NewScanner(stderr)
+		once := false
+		for sc.Scan() {
+			if !once && strings.Contains(sc.Text(), "listening on port") {
+				once = true
+				close(listening)
+			}
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(60 * time.Second):
+		t.Fatal("server-everything did not start listening")
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+}
+
+// step is one tool call a scripted research model means to make, and the
+// words it asks find_tools with when the tool is not offered.
+type step struct {
+	tool  string
+	args  map[string]any
+	words string
+}
+
+// researcher scripts OL1 as a small model that calls only the tools it is
+// offered: for the question that contains a plan's key, it makes the
+// plan's calls in order, asking find_tools for a tool it was not offered,
+// then answers with the results it got.
+func researcher(plans map[string][]step) func(int, *api.ChatRequest) fakeollama.Reply {
+	return func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		last := 0
+		for i, m := range req.Messages {
+			if m.Role == "user" {
+				last = i
+			}
+		}
+		var plan []step
+		for key, p := range plans {
+			if strings.Contains(req.Messages[last].Content, key) {
+				plan = p
+			}
+		}
+		var called []string
+		var results []string
+		for _, m := range req.Messages[last+1:] {
+			for _, c := range m.ToolCalls {
+				called = append(called, c.Function.Name)
+			}
+			if m.Role == "tool" {
+				results = append(results, m.Content)
+			}
+		}
+		offered := map[string]bool{}
+		for _, t := range req.Tools {
+			offered[t.Function.Name] = true
+		}
+		done := 0
+		for _, c := range called {
+			if done < len(plan) && c == plan[done].tool {
+				done++
+			}
+		}
+		if done < len(plan) {
+			st := plan[done]
+			switch {
+			case offered[st.tool]:
+				return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: st.tool, Args: st.args}}}
+			case offered["find_tools"] && !slices.Contains(called[max(len(called)-1, 0):], "find_tools"):
+				return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "find_tools", Args: map[string]any{"query": st.words}}}}
+			}
+			return fakeollama.Reply{Content: []string{"I was not offered " + st.tool + "."}}
+		}
+		return fakeollama.Reply{Content: []string{"Raw findings: " + strings.Join(results, " | ")}}
+	}
+}
+
+// echoFindings scripts a later stage that answers with the findings that
+// head the user's last message.
+func echoFindings(_ int, req *api.ChatRequest) fakeollama.Reply {
+	return fakeollama.Reply{Content: []string{"Answer from: " + req.Messages[len(req.Messages)-1].Content}}
+}
+
+// TestToolsFitFourKWindow is issue 42's test: with OL1 a 4,096-token
+// Ollama node and both reference MCP servers (27 tools) beside the
+// built-ins, the research stage runs with the tools that fit its window
+// instead of being skipped: it reads the marker file through the MCP
+// tools and the marker reaches the final answer; the MCP repeat,
+// write-then-read and HTTP echo behaviours of issue 14 hold on that
+// window, a withheld tool found through find_tools; nothing is cut
+// silently.
+func TestToolsFitFourKWindow(t *testing.T) {
+	node, fsServer, everything := npmServers(t)
+	url := serveEverything(t, node, everything)
+	work := t.TempDir()
+	marker := "MARKER-7f3a-tools-fit"
+	if err := os.WriteFile(filepath.Join(work, "marker.txt"), []byte(marker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	note := filepath.Join(work, "note.txt")
+	if err := os.WriteFile(note, []byte("first version"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) step {
+		return step{tool: "fs__read_text_file", args: map[string]any{"path": p}, words: "read a text file"}
+	}
+	ol1 := fakeollama.NewFunc(t, researcher(map[string][]step{
+		"read the marker file": {read(filepath.Join(work, "marker.txt"))},
+		"note twice":  {read(note), read(note)},
+		"rewrite the note": {
+			{tool: "fs__write_file", args: map[string]any{"path": note, "content": "second version"}, words: "write a file"},
+			read(note),
+			{tool: "everything__echo", args: map[string]any{"message": "over http"}, words: "echo a message back"},
+		},
+		"inspect the marker": {
+			read(filepath.Join(work, "marker.txt")),
+			{tool: "everything__get-tiny-image", args: map[string]any{}, words: "a tiny image"},
+		},
+	}))
+	ol1.SetWindow(4096, 4)
+	later := fakeollama.NewFunc(t, echoFindings)
+	later.SetWindow(4096, 4)
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: small}
+  - {name: M1, provider: ollama, base_url: %[2]q, model: mid}
+  - {name: M2, provider: ollama, base_url: %[2]q, model: big}
+chain:
+  stages: [{node: OL1, max_turns: 5, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  max_total_turns: 10
+tools:
+  root: %[3]q
+  mcp:
+    - {name: fs, command: [%[4]q, %[5]q, %[3]q]}
+    - {name: everything, url: %[6]q}
+`, ol1.URL, later.URL, work, node, fsServer, url))
+
+	type stageOut struct {
+		Node      string `json:"node"`
+		Status    string `json:"status"`
+		Error     string `json:"error"`
+		ToolsUsed []struct {
+			Name, Status, Result string
+		} `json:"tools_used"`
+		Tools *struct {
+			Offered  int      `json:"offered"`
+			Of       int      `json:"of"`
+			Withheld []string `json:"withheld"`
+			Reason   string   `json:"reason"`
+			Found    []string `json:"found"`
+		} `json:"tools"`
+	}
+	ask := func(question string) (answer string, ol1 stageOut) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "messages": []map[string]string{{"role": "user", "content": question}}})
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+			Chain struct {
+				Stages []stageOut `json:"stages"`
+			} `json:"chain"`
+			Error any `json:"error"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK || len(out.Choices) == 0 || len(out.Chain.Stages) == 0 {
+			t.Fatalf("%q: status %d, error %v", question, resp.StatusCode, out.Error)
+		}
+		return out.Choices[0].Message.Content, out.Chain.Stages[0]
+	}
+	calls := func(st stageOut) []string {
+		var out []string
+		for _, u := range st.ToolsUsed {
+			out = append(out, u.Name+":"+u.Status)
+		}
+		return out
+	}
+
+	answer, st := ask("read the marker file through the MCP tools")
+	if st.Status != "ok" {
+		t.Fatalf("OL1 status = %q (%s), want ok", st.Status, st.Error)
+	}
+	if got, want := calls(st), []string{"fs__read_text_file:ok"}; !slices.Equal(got, want) {
+		t.Errorf("OL1 calls = %v, want %v", got, want)
+	}
+	if !strings.Contains(answer, marker) {
+		t.Errorf("answer = %q, want the marker %s", answer, marker)
+	}
+	if st.Tools == nil || st.Tools.Of < 30 || st.Tools.Offered == 0 || st.Tools.Offered >= st.Tools.Of || len(st.Tools.Withheld) != st.Tools.Of-st.Tools.Offered || st.Tools.Reason == "" {
+		t.Errorf("OL1 tools = %+v, want some of the 30 offered, the others withheld with a reason", st.Tools)
+	}
+
+	_, st = ask("read the note twice")
+	if got, want := calls(st), []string{"fs__read_text_file:ok", "fs__read_text_file:blocked"}; !slices.Equal(got, want) {
+		t.Errorf("read twice: calls = %v, want %v", got, want)
+	}
+	if st.Status != "stopped_repeat" {
+		t.Errorf("read twice: OL1 status = %q, want stopped_repeat", st.Status)
+	}
+
+	answer, st = ask("rewrite the note with the new version, read it back, and check the echo over http")
+	var got []string
+	for _, c := range calls(st) {
+		if !strings.HasPrefix(c, "find_tools:") {
+			got = append(got, c)
+		}
+	}
+	if want := []string{"fs__write_file:ok", "fs__read_text_file:ok", "everything__echo:ok"}; !slices.Equal(got, want) {
+		t.Errorf("write then read: calls = %v, want %v (all: %v)", got, want, calls(st))
+	}
+	if !strings.Contains(answer, "second version") || !strings.Contains(answer, "over http") {
+		t.Errorf("write then read: answer = %q, want the fresh text and the echo", answer)
+	}
+
+
+	// A tool the question did not call for is withheld; the model finds
+	// it through find_tools, and it is offered from the next turn.
+	answer, st = ask("inspect the marker file")
+	if got, want := calls(st), []string{"fs__read_text_file:ok", "find_tools:ok", "everything__get-tiny-image:ok"}; !slices.Equal(got, want) {
+		t.Errorf("find_tools: calls = %v, want %v", got, want)
+	}
+	if st.Tools == nil || !slices.Contains(st.Tools.Found, "everything__get-tiny-image") || slices.Contains(st.Tools.Withheld, "everything__get-tiny-image") {
+		t.Errorf("find_tools: OL1 tools = %+v, want everything__get-tiny-image found and offered", st.Tools)
+	}
+	if !strings.Contains(answer, marker) {
+		t.Errorf("find_tools: answer = %q, want the marker", answer)
+	}
+	for _, f := range []*fakeollama.Server{ol1, later} {
+		if n := f.Truncated(); n != 0 {
+			t.Errorf("%d messages cut silently by a node", n)
+		}
+	}
+}
