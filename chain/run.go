@@ -91,7 +91,7 @@ type stage struct {
 	toolRoom  int
 	query     []uint64
 	usedTools []string
-	msgs    []Message
+	msgs      []Message
 	// base is how many of msgs the stage was given (instructions and the
 	// client's conversation); its own turns and notes come after.
 	base     int

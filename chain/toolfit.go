@@ -81,11 +81,11 @@ type toolIndex struct {
 	compact []Tool
 	// cost and small are each tool's weight whole and compact; full and
 	// smallSum the whole list's, the chat template's preamble included.
-	cost, small     []int
-	full, smallSum  int
-	terms           [][]term
-	names           map[string]int
-	findCost        int
+	cost, small    []int
+	full, smallSum int
+	terms          [][]term
+	names          map[string]int
+	findCost       int
 }
 
 // term is a word of a tool (of its name, parameters or description),

@@ -176,7 +176,7 @@ func TestToolsFitFourKWindow(t *testing.T) {
 	}
 	ol1 := fakeollama.NewFunc(t, researcher(map[string][]step{
 		"read the marker file": {read(filepath.Join(work, "marker.txt"))},
-		"note twice":  {read(note), read(note)},
+		"note twice":           {read(note), read(note)},
 		"rewrite the note": {
 			{tool: "fs__write_file", args: map[string]any{"path": note, "content": "second version"}, words: "write a file"},
 			read(note),
@@ -288,7 +288,6 @@ tools:
 	if !strings.Contains(answer, "second version") || !strings.Contains(answer, "over http") {
 		t.Errorf("write then read: answer = %q, want the fresh text and the echo", answer)
 	}
-
 
 	// A tool the question did not call for is withheld; the model finds
 	// it through find_tools, and it is offered from the next turn.
