@@ -180,7 +180,9 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			e.byModel[n.Model] = node
 		}
 	}
-	e.toolSet.Store(e.newToolView())
+	tv := e.newToolView()
+	e.toolSet.Store(tv)
+	e.warnToolFit(tv)
 	return e, nil
 }
 

@@ -474,7 +474,7 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 	if s.toolRoom < 0 || ix.full <= s.toolRoom {
 		s.tools = ix.tools
 		if s.toolRoom >= 0 && len(ix.tools) > 0 {
-			s.st.Tools = &ToolsTrace{Offered: len(ix.tools), Of: len(ix.tools)}
+			s.st.ToolFit = &ToolsTrace{Offered: len(ix.tools), Of: len(ix.tools)}
 		}
 		return
 	}
@@ -487,12 +487,15 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 	c := ix.choose(scores, s.toolRoom)
 	s.tools = c.offered
 	tt := &ToolsTrace{Offered: c.count, Of: len(ix.tools), Compact: c.compact, Withheld: c.withheld}
-	if old := s.st.Tools; old != nil {
+	if old := s.st.ToolFit; old != nil {
 		tt.Found = old.Found
 	}
 	window := r.e.Window(s.node)
 	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
-	switch {
+	switch share := r.toolBudget(ctx, s); {
+	case s.toolRoom < share:
+		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; the question and the instructions leave them about %d tokens of %s's %d-token window: the %d most relevant to the question are offered compact, the others through find_tools",
+			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), memory.Tokens(s.toolRoom, ratio), s.node.Name, window, c.count)
 	case len(c.withheld) > 0:
 		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; their share of %s's %d-token window is %d tokens (chain.tools_share %g): the %d most relevant to the question are offered compact, the others through find_tools",
 			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), s.node.Name, window, memory.Tokens(s.toolRoom, ratio), r.e.cfg.Chain.ToolsShare, c.count)
@@ -500,7 +503,7 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole; their share of %s's %d-token window is %d tokens (chain.tools_share %g): offered compact (%d tokens)",
 			len(ix.tools), memory.Tokens(ix.full, ratio), s.node.Name, window, memory.Tokens(s.toolRoom, ratio), r.e.cfg.Chain.ToolsShare, memory.Tokens(ix.smallSum, ratio))
 	}
-	s.st.Tools = tt
+	s.st.ToolFit = tt
 }
 
 // toolQueryChars bounds what the earlier stages' findings add to the
@@ -534,8 +537,8 @@ func (r *run) toolQuery(done []*stage) []uint64 {
 // it called, and those the conversation or the earlier stages called.
 func (r *run) firstTools(s *stage) []string {
 	var out []string
-	if s.st.Tools != nil {
-		out = append(out, s.st.Tools.Found...)
+	if s.st.ToolFit != nil {
+		out = append(out, s.st.ToolFit.Found...)
 	}
 	if s.cfg.prompt != "" {
 		for _, t := range r.toolIndex().tools {
@@ -590,11 +593,11 @@ func (r *run) shrinkTools(ctx context.Context, s *stage) bool {
 	s.toolRoom = least
 	s.tools = []Tool{findTool}
 	tt := &ToolsTrace{Offered: 0, Of: len(ix.tools), Compact: true, Withheld: slices.Clone(r.names(ix))}
-	if old := s.st.Tools; old != nil {
+	if old := s.st.ToolFit; old != nil {
 		tt.Found = old.Found
 	}
 	tt.Reason = "the question and the instructions leave no room for tools in " + s.node.Name + "'s " + strconv.Itoa(r.e.Window(s.node)) + "-token window: only find_tools is offered"
-	s.st.Tools = tt
+	s.st.ToolFit = tt
 	return true
 }
 
@@ -667,10 +670,10 @@ func (r *run) findTools(ctx context.Context, s *stage, args string) (string, boo
 		}
 		return msg, true
 	}
-	tt := s.st.Tools
+	tt := s.st.ToolFit
 	if tt == nil {
 		tt = &ToolsTrace{}
-		s.st.Tools = tt
+		s.st.ToolFit = tt
 	}
 	// The latest found come first, and displace the least relevant.
 	tt.Found = append(slices.Clone(found), slices.DeleteFunc(slices.Clone(tt.Found), func(n string) bool { return slices.Contains(found, n) })...)
@@ -711,5 +714,80 @@ func (r *run) judgeFind(ctx context.Context, s *stage, b *batch, i int) {
 	u.Status, u.Result = ToolOK, res
 	if !ok {
 		u.Status = ToolError
+	}
+}
+
+// StageTools is how the server tools fit the window of a stage with
+// tools, for /readyz and the startup log. A request's own tools (a
+// client's) come on top, per request.
+type StageTools struct {
+	Stage int    `json:"stage"`
+	Node  string `json:"node"`
+	Tools int    `json:"tools"`
+	// Window is the node's window in tokens, 0 when unknown (every tool
+	// is offered whole); Tokens and CompactTokens what the tools weigh,
+	// whole and compact; ShareTokens their share of the window.
+	Window        int `json:"window"`
+	Tokens        int `json:"tokens"`
+	CompactTokens int `json:"compact_tokens"`
+	ShareTokens   int `json:"share_tokens,omitempty"`
+	// Offered is how many are offered to a call: all of them, or about
+	// this many chosen by relevance to its question, the others withheld
+	// behind find_tools.
+	Offered int `json:"offered"`
+	// Fit is "whole", "compact", "some" or "unknown_window".
+	Fit string `json:"fit"`
+}
+
+// ToolFit reports, for each stage with tools, how the server tools fit
+// its node's window.
+func (e *Engine) ToolFit(ctx context.Context) []StageTools {
+	return e.toolFit(ctx, e.tools())
+}
+
+func (e *Engine) toolFit(ctx context.Context, tv *toolView) []StageTools {
+	ix := tv.index
+	if len(ix.tools) == 0 {
+		return nil
+	}
+	var out []StageTools
+	for i, sc := range e.cfg.Chain.Stages {
+		n := e.nodes[sc.Node]
+		if !sc.Tools || n == nil {
+			continue
+		}
+		st := StageTools{Stage: i, Node: n.Name, Tools: len(ix.tools), Window: e.Window(n), Offered: len(ix.tools), Fit: "unknown_window"}
+		ratio := e.calibration.Ratio(ctx, n.Name)
+		st.Tokens, st.CompactTokens = memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio)
+		if st.Window > 0 {
+			budget := int(float64(st.Window) * ratio * e.cfg.Chain.ToolsShare)
+			st.ShareTokens = memory.Tokens(budget, ratio)
+			c := ix.choose(make([]float64, len(ix.tools)), budget)
+			st.Offered = c.count
+			switch {
+			case len(c.withheld) > 0:
+				st.Fit = "some"
+			case c.compact:
+				st.Fit = "compact"
+			default:
+				st.Fit = "whole"
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// warnToolFit logs a warning for each stage whose tools pass their share
+// of its node's window, with the figures: at startup, and when the tool
+// set changes (an MCP server came or went).
+func (e *Engine) warnToolFit(tv *toolView) {
+	for _, st := range e.toolFit(context.Background(), tv) {
+		if st.Fit != "compact" && st.Fit != "some" {
+			continue
+		}
+		e.log.Warn("a stage's tools pass their share of its node's window: their schemas are compacted, and the least relevant to each question withheld behind find_tools",
+			"stage", st.Stage, "node", st.Node, "tools", st.Tools, "tokens", st.Tokens, "compact_tokens", st.CompactTokens,
+			"window", st.Window, "share_tokens", st.ShareTokens, "offered", st.Offered)
 	}
 }

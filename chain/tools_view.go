@@ -45,6 +45,7 @@ func (e *Engine) tools() *toolView {
 	}
 	tv = e.newToolView()
 	e.toolSet.Store(tv)
+	e.warnToolFit(tv)
 	return tv
 }
 

@@ -69,7 +69,7 @@ type StageTrace struct {
 	// Tools says how the stage's tools were fitted to its node's window:
 	// how many were offered, which were withheld and why, which
 	// find_tools found (toolfit.go).
-	Tools *ToolsTrace `json:"tools,omitempty"`
+	ToolFit *ToolsTrace `json:"tool_fit,omitempty"`
 	// Output is the text the stage produced: OL1's notes, M1's synthesis,
 	// the answering stage's answer.
 	Output string `json:"output"`

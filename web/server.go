@@ -806,5 +806,11 @@ func (s *Server) readyz(c *gin.Context) {
 		}
 		h["mcp"] = mcp // a server that is down leaves the proxy ready: its tools are just not offered
 	}
+	if fit := s.engine.ToolFit(ctx); fit != nil {
+		// How many tools each stage with tools is offered, of how many:
+		// beyond its share of the window, the least relevant to each
+		// question are withheld behind find_tools.
+		h["tools"] = fit
+	}
 	c.JSON(status, h)
 }

@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -218,7 +221,7 @@ tools:
 			Withheld []string `json:"withheld"`
 			Reason   string   `json:"reason"`
 			Found    []string `json:"found"`
-		} `json:"tools"`
+		} `json:"tool_fit"`
 	}
 	ask := func(question string) (answer string, ol1 stageOut) {
 		t.Helper()
@@ -305,5 +308,141 @@ tools:
 		if n := f.Truncated(); n != 0 {
 			t.Errorf("%d messages cut silently by a node", n)
 		}
+	}
+}
+
+// TestToolsShareWarnsAndNeverSkips: forty HTTP tools pass OL1's share of a
+// 4,096-token window. The startup log warns with the figures, /readyz says
+// how many are offered, and a question too long to leave them their share
+// still runs OL1, with fewer of them, rather than skip it.
+func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.Copy(w, r.Body)
+	}))
+	defer echo.Close()
+	var cfg strings.Builder
+	ol1 := fakeollama.New(t, fakeollama.Reply{Content: []string{"Raw findings: nothing needed a tool."}})
+	ol1.SetWindow(4096, 4)
+	fmt.Fprintf(&cfg, "nodes:\n  - {name: OL1, provider: ollama, base_url: %q, model: small}\nchain:\n  stages: [{node: OL1, max_turns: 2, tools: true}]\n  simple_node: OL1\ntools:\n  root: \"\"\n  http:\n", ol1.URL)
+	for i := range 40 {
+		fmt.Fprintf(&cfg, "    - name: lookup_%02d\n      url: %q\n      read_only: true\n      description: %q\n      parameters: {type: object, properties: {q: {type: string, description: %q}}, required: [q]}\n",
+			i, echo.URL, fmt.Sprintf("Looks up record kind %d in the catalogue. ", i)+strings.Repeat("It returns the record as JSON, with every field the catalogue keeps. ", 4),
+			"What to look up, in a few words; the catalogue matches it against names and tags.")
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	var logs lockedBuffer
+	code := make(chan int, 1)
+	go func() { // exits when run returns, after cancel below
+		code <- run(ctx, []string{"-config", path, "-addr", "127.0.0.1:0", "-log-level", "warn"}, pw, &logs)
+		pw.Close()
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if c := <-code; c != 0 {
+				t.Errorf("exit code %d, want 0", c)
+			}
+		}
+	}
+	defer stop()
+	sc := bufio.NewScanner(pr)
+	var base string
+	for sc.Scan() {
+		if after, ok := strings.CutPrefix(sc.Text(), "chainproxy listening on "); ok {
+			base = after
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr) // exits when pw is closed
+	if base == "" {
+		t.Fatalf("did not start: %s", logs.String())
+	}
+
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct {
+		Tools []struct {
+			Stage, Tools, Offered, Window, ShareTokens int
+			Node, Fit                                  string
+		} `json:"tools"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if err != nil || len(ready.Tools) != 1 {
+		t.Fatalf("readyz tools = %+v, %v; want OL1's", ready.Tools, err)
+	}
+	if r := ready.Tools[0]; r.Node != "OL1" || r.Tools != 40 || r.Fit != "some" || r.Offered == 0 || r.Offered >= 40 || r.Window != 4096 {
+		t.Errorf("readyz tools[0] = %+v, want OL1: some of 40 offered on 4096 tokens", r)
+	}
+
+	// A question that leaves the tools less than their share: OL1 runs
+	// with fewer of them; one that leaves none even for find_tools is the
+	// client's to shorten, as before.
+	ask := func(question string) (int, []byte) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "messages": []map[string]string{{"role": "user", "content": question}}})
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	type stageOut struct {
+		Status  string
+		Error   string
+		ToolFit *struct {
+			Offered  int
+			Withheld []string
+			Reason   string
+		} `json:"tool_fit"`
+	}
+	offered := map[string]int{}
+	for _, tc := range []struct{ name, question, reason string }{
+		{"short", "look up record kind 7 in the catalogue", "their share of OL1's 4096-token window is 1024 tokens"},
+		{"long", "Look up what this log says. " + strings.Repeat("line of a pasted log that the user wants read ", 190), "the question and the instructions leave them about"},
+	} {
+		code, b := ask(tc.question)
+		var out struct{ Chain struct{ Stages []stageOut } }
+		if err := json.Unmarshal(b, &out); err != nil || code != http.StatusOK || len(out.Chain.Stages) != 1 {
+			t.Fatalf("%s: status %d, %v, %s", tc.name, code, err, b)
+		}
+		st := out.Chain.Stages[0]
+		if st.Status != "ok" {
+			t.Fatalf("%s: OL1 status = %q (%s), want ok", tc.name, st.Status, st.Error)
+		}
+		if fit := st.ToolFit; fit == nil || len(fit.Withheld) == 0 || !strings.Contains(fit.Reason, tc.reason) {
+			t.Fatalf("%s: OL1 tool_fit = %+v, want tools withheld, reason %q", tc.name, fit, tc.reason)
+		}
+		offered[tc.name] = st.ToolFit.Offered
+		req := ol1.Requests()[len(ol1.Requests())-1]
+		if n := len(req.Tools); n != st.ToolFit.Offered+1 || req.Tools[n-1].Function.Name != "find_tools" {
+			t.Errorf("%s: OL1 was offered %d tools, want %d and find_tools last", tc.name, n, st.ToolFit.Offered+1)
+		}
+	}
+	if offered["long"] >= offered["short"] {
+		t.Errorf("offered %v, want fewer tools beside the long question", offered)
+	}
+	status, b := ask("Look up what this log says. " + strings.Repeat("line of a pasted log that the user wants read ", 300))
+	if status != http.StatusBadRequest || !strings.Contains(string(b), "context_length_exceeded") {
+		t.Errorf("too long a question: %d %s, want 400 context_length_exceeded", status, b)
+	}
+	if n := ol1.Truncated(); n != 0 {
+		t.Errorf("%d messages cut silently", n)
+	}
+	stop() // the log is written in batches: whole once the proxy stopped
+	if l := logs.String(); !strings.Contains(l, "tools pass their share") || !strings.Contains(l, "node=OL1") || !strings.Contains(l, "tools=40") || !strings.Contains(l, "share_tokens=1024") || !strings.Contains(l, "window=4096") {
+		t.Errorf("startup log lacks the warning with its figures:\n%s", l)
 	}
 }

@@ -469,8 +469,35 @@ function fillStageDetail(panel, stage, index) {
     tools.forEach((tool) => list.append(toolCall(tool)));
     panel.append(list);
   }
+  const fit = toolFitView(stage.tool_fit);
+  if (fit) panel.append(fit);
   const prompt = promptView(stage);
   if (prompt) panel.append(prompt);
+}
+
+/**
+ * toolFitView says how a stage's tools were fitted to its node's window:
+ * how many were offered, whether compacted, which were withheld and why,
+ * and which find_tools found. null when nothing was fitted.
+ */
+function toolFitView(fit) {
+  if (!fit || typeof fit !== "object") return null;
+  const box = el("section", "tool-fit");
+  box.append(el("h4", "sd-sub", "Tools offered"));
+  const of = Number(fit.of ?? 0);
+  const offered = Number(fit.offered ?? 0);
+  box.append(el("p", "tf-count", `${numberFmt.format(offered)} of ${numberFmt.format(of)}${fit.compact ? " · compact schemas" : ""}`));
+  if (fit.reason) box.append(el("p", "tf-reason", String(fit.reason)));
+  const withheld = Array.isArray(fit.withheld) ? fit.withheld : [];
+  if (withheld.length) {
+    const d = el("details", "tf-withheld");
+    d.append(el("summary", "", `Withheld (${withheld.length}), found through find_tools`));
+    d.append(el("p", "tf-names", withheld.join(", ")));
+    box.append(d);
+  }
+  const found = Array.isArray(fit.found) ? fit.found : [];
+  if (found.length) box.append(el("p", "tf-found", `Found through find_tools: ${found.join(", ")}`));
+  return box;
 }
 
 /** Fitting marks on a prompt message: what the context fitting did. */
