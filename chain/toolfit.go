@@ -83,24 +83,25 @@ type toolIndex struct {
 	// smallSum the whole list's, the chat template's preamble included.
 	cost, small    []int
 	full, smallSum int
-	terms          [][]term
-	names          map[string]int
-	findCost       int
+	// post lists, for each word of the tools (of a name, a parameter or a
+	// description, hashed after stemming), the tools that have it with
+	// its weight there: where it appears, and how rare it is among the
+	// tools.
+	post     map[uint64][]posting
+	names    map[string]int
+	findCost int
 }
 
-// term is a word of a tool (of its name, parameters or description),
-// hashed after stemming, with its weight: where it appears, and how rare
-// it is among the tools.
-type term struct {
-	h uint64
-	w float64
+// posting is a word's weight in one tool.
+type posting struct {
+	tool int
+	w    float64
 }
 
 // newToolIndex indexes tools; the slice is kept, not copied.
 func newToolIndex(tools []Tool) *toolIndex {
 	ix := &toolIndex{tools: tools, compact: make([]Tool, len(tools)), cost: make([]int, len(tools)), small: make([]int, len(tools)),
-		terms: make([][]term, len(tools)), names: make(map[string]int, len(tools)), findCost: toolCost(&findTool)}
-	df := map[uint64]int{}
+		post: map[uint64][]posting{}, names: make(map[string]int, len(tools)), findCost: toolCost(&findTool)}
 	for i := range tools {
 		t := &tools[i]
 		ix.names[t.Name] = i
@@ -123,24 +124,21 @@ func newToolIndex(tools []Tool) *toolIndex {
 			eachTerm(p, add(1.5))
 		}
 		eachTerm(t.Description, add(1))
-		ts := make([]term, 0, len(ws))
 		for h, w := range ws {
-			ts = append(ts, term{h: h, w: w})
-			df[h]++
+			ix.post[h] = append(ix.post[h], posting{tool: i, w: w})
 		}
-		slices.SortFunc(ts, func(a, b term) int { return cmp.Compare(a.h, b.h) })
-		ix.terms[i] = ts
 	}
 	if len(tools) > 0 {
 		ix.full += toolsPreamble
 		ix.smallSum += toolsPreamble
 	}
 	n := float64(len(tools))
-	for _, ts := range ix.terms {
-		for j := range ts {
-			// A word every tool has ("file" among the filesystem's)
-			// tells little of which one the question needs.
-			ts[j].w *= math.Log(1 + n/float64(df[ts[j].h]))
+	for _, ps := range ix.post {
+		// A word every tool has ("file" among the filesystem's) tells
+		// little of which one the question needs.
+		idf := math.Log(1 + n/float64(len(ps)))
+		for j := range ps {
+			ps[j].w *= idf
 		}
 	}
 	return ix
@@ -290,25 +288,16 @@ func (ix *toolIndex) choose(scores []float64, budget int) toolChoice {
 	return c
 }
 
-// score rates each tool against the query's terms (sorted, distinct),
-// into scores (len(ix.tools)): the sum of the weights of the tool's terms
-// the query has. A merge of two sorted lists: no allocation.
+// score rates each tool against the query's terms (distinct), into scores
+// (len(ix.tools)): the sum of the weights of the tool's terms the query
+// has. One map lookup a query word: no allocation, and no scan of the
+// tools' long descriptions.
 func (ix *toolIndex) score(query []uint64, scores []float64) {
-	for i, ts := range ix.terms {
-		s, a, b := 0.0, 0, 0
-		for a < len(ts) && b < len(query) {
-			switch {
-			case ts[a].h < query[b]:
-				a++
-			case ts[a].h > query[b]:
-				b++
-			default:
-				s += ts[a].w
-				a++
-				b++
-			}
+	clear(scores)
+	for _, h := range query {
+		for _, p := range ix.post[h] {
+			scores[p.tool] += p.w
 		}
-		scores[i] = s
 	}
 }
 
@@ -323,7 +312,7 @@ func (ix *toolIndex) boost(scores []float64, first []string) {
 	}
 }
 
-// queryTerms hashes the words of texts, sorted and distinct, into dst.
+// queryTerms hashes the words of texts, distinct (sorted), into dst.
 func queryTerms(dst []uint64, texts ...string) []uint64 {
 	for _, t := range texts {
 		eachTerm(t, func(h uint64) { dst = append(dst, h) })
@@ -627,32 +616,16 @@ func (r *run) findTools(ctx context.Context, s *stage, args string) (string, boo
 		return "error: call find_tools with {\"query\": \"what you need to do, in a few words\"}", false
 	}
 	ix := r.toolIndex()
-	scores := make([]float64, len(ix.tools))
-	ix.score(queryTerms(nil, a.Query), scores)
 	offered := make(map[string]bool, len(s.tools))
 	for _, t := range s.tools {
 		offered[t.Name] = true
 	}
-	order := make([]int, 0, len(ix.tools))
-	for i := range ix.tools {
-		if scores[i] > 0 {
-			order = append(order, i)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
-	var found, already []string
+	matches, already := ix.find(queryTerms(nil, a.Query), offered, findMatches)
+	found := make([]string, len(matches))
 	var b strings.Builder
-	for _, i := range order {
-		t := &ix.tools[i]
-		if offered[t.Name] {
-			already = append(already, t.Name)
-			continue
-		}
-		if len(found) == findMatches {
-			break
-		}
-		found = append(found, t.Name)
-		b.WriteString("\n- " + t.Name + ": " + ix.compact[i].Description)
+	for k, i := range matches {
+		found[k] = ix.tools[i].Name
+		b.WriteString("\n- " + ix.tools[i].Name + ": " + ix.compact[i].Description)
 	}
 	if len(found) == 0 {
 		var rest []string
@@ -663,7 +636,7 @@ func (r *run) findTools(ctx context.Context, s *stage, args string) (string, boo
 		}
 		msg := "No tool not offered yet matches " + strconv.Quote(a.Query) + "."
 		if len(already) > 0 {
-			msg += " Already offered: " + strings.Join(already[:min(len(already), findMatches)], ", ") + "."
+			msg += " Already offered: " + strings.Join(already, ", ") + "."
 		}
 		if len(rest) > 0 {
 			msg += " The tools not offered are: " + strings.Join(rest, ", ") + "; ask again in other words."
@@ -679,6 +652,32 @@ func (r *run) findTools(ctx context.Context, s *stage, args string) (string, boo
 	tt.Found = append(slices.Clone(found), slices.DeleteFunc(slices.Clone(tt.Found), func(n string) bool { return slices.Contains(found, n) })...)
 	r.chooseTools(ctx, s, nil)
 	return "Tools matching " + strconv.Quote(a.Query) + ", offered from your next turn:" + b.String(), true
+}
+
+// find returns the indexes of the k tools not offered that match query
+// best, best first, and the names of the offered ones that match (at most
+// k).
+func (ix *toolIndex) find(query []uint64, offered map[string]bool, k int) (matches []int, already []string) {
+	scores := make([]float64, len(ix.tools))
+	ix.score(query, scores)
+	order := make([]int, 0, len(ix.tools))
+	for i := range ix.tools {
+		if scores[i] > 0 {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+	for _, i := range order {
+		switch name := ix.tools[i].Name; {
+		case offered[name]:
+			if len(already) < k {
+				already = append(already, name)
+			}
+		case len(matches) < k:
+			matches = append(matches, i)
+		}
+	}
+	return matches, already
 }
 
 // judgeFind runs call i of the batch, a find_tools call, under the
