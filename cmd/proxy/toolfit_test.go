@@ -322,7 +322,14 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 	}))
 	defer echo.Close()
 	var cfg strings.Builder
-	ol1 := fakeollama.New(t, fakeollama.Reply{Content: []string{"Raw findings: nothing needed a tool."}})
+	// OL1 answers at once, but for a question that asks it to search for
+	// tools twice: it calls find_tools with the same words each turn.
+	ol1 := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		if strings.Contains(req.Messages[len(req.Messages)-1].Content, "find tools twice") || req.Messages[len(req.Messages)-1].Role == "tool" && strings.Contains(req.Messages[len(req.Messages)-1].Content, "offered from your next turn") {
+			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{Name: "find_tools", Args: map[string]any{"query": "record kind 39"}}}}
+		}
+		return fakeollama.Reply{Content: []string{"Raw findings: nothing needed a tool."}}
+	})
 	ol1.SetWindow(4096, 4)
 	fmt.Fprintf(&cfg, "nodes:\n  - {name: OL1, provider: ollama, base_url: %q, model: small}\nchain:\n  stages: [{node: OL1, max_turns: 2, tools: true}]\n  simple_node: OL1\ntools:\n  root: \"\"\n  http:\n", ol1.URL)
 	for i := range 40 {
@@ -431,10 +438,36 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 			t.Errorf("%s: OL1 was offered %d tools, want %d and find_tools last", tc.name, n, st.ToolFit.Offered+1)
 		}
 	}
+	// find_tools is a read-only tool to the anti-loop guard: the same
+	// words twice are a repeat, which stops the stage.
+	status, b := ask("find tools twice")
+	var twice struct {
+		Chain struct {
+			Stages []struct {
+				Status    string
+				ToolsUsed []struct{ Name, Status, Result string } `json:"tools_used"`
+				ToolFit   struct{ Found []string }                `json:"tool_fit"`
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &twice); err != nil || status != http.StatusOK || len(twice.Chain.Stages) != 1 {
+		t.Fatalf("find twice: status %d, %v, %s", status, err, b)
+	}
+	st := twice.Chain.Stages[0]
+	var got []string
+	for _, u := range st.ToolsUsed {
+		got = append(got, u.Name+":"+u.Status)
+	}
+	if want := []string{"find_tools:ok", "find_tools:blocked"}; !slices.Equal(got, want) || st.Status != "stopped_repeat" {
+		t.Errorf("find twice: calls %v, status %q; want %v, stopped_repeat", got, st.Status, want)
+	}
+	if len(st.ToolsUsed) > 0 && !strings.Contains(st.ToolsUsed[0].Result, "lookup_39") || !slices.Contains(st.ToolFit.Found, "lookup_39") {
+		t.Errorf("find twice: first result %q, found %v; want lookup_39 found", st.ToolsUsed[0].Result, st.ToolFit.Found)
+	}
 	if offered["long"] >= offered["short"] {
 		t.Errorf("offered %v, want fewer tools beside the long question", offered)
 	}
-	status, b := ask("Look up what this log says. " + strings.Repeat("line of a pasted log that the user wants read ", 300))
+	status, b = ask("Look up what this log says. " + strings.Repeat("line of a pasted log that the user wants read ", 300))
 	if status != http.StatusBadRequest || !strings.Contains(string(b), "context_length_exceeded") {
 		t.Errorf("too long a question: %d %s, want 400 context_length_exceeded", status, b)
 	}

@@ -1,0 +1,102 @@
+package chain
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// compile compiles a tool's parameters as JSON Schema.
+func compile(t *testing.T, name string, params []byte) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		t.Fatalf("%s: parameters are not JSON: %v", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("mem://"+name, doc); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	sch, err := c.Compile("mem://" + name)
+	if err != nil {
+		t.Fatalf("%s: compact schema does not compile: %v\n%s", name, err, params)
+	}
+	return sch
+}
+
+// TestCompactToolsStayValid: every reference tool's compact schema is
+// valid JSON Schema, carries no annotation, is smaller, and accepts and
+// refuses what the full one does; its description is one short sentence.
+func TestCompactToolsStayValid(t *testing.T) {
+	pool := referencePool(t)
+	pool = append(pool, Tool{Name: "note", Description: "Takes a note.", Parameters: json.RawMessage(
+		`{"type":"object","description":"a note","properties":{"description":{"type":"string","description":"the note's own description","default":"none"},"tags":{"type":"array","items":{"type":"string","examples":["a"]}},"kind":{"anyOf":[{"const":"a","title":"A"},{"const":"b"}]}},"required":["description"]}`)})
+	instances := []string{`{}`, `{"path":"a.txt"}`, `{"path":3}`, `{"description":"x","tags":["a"],"kind":"a"}`, `{"description":"x","kind":"c"}`, `{"a":1,"b":2}`, `{"paths":["a","b"]}`}
+	for _, tool := range pool {
+		c := compactTool(tool)
+		if len(c.Parameters) > len(tool.Parameters) || len(c.Description) > compactDescription+len("…") {
+			t.Errorf("%s: compact is %d+%d characters, from %d+%d", tool.Name, len(c.Description), len(c.Parameters), len(tool.Description), len(tool.Parameters))
+		}
+		if strings.Contains(string(c.Parameters), `"default"`) || strings.Contains(string(c.Parameters), `"examples"`) || strings.Contains(string(c.Parameters), `"title"`) {
+			t.Errorf("%s: compact schema keeps annotations: %s", tool.Name, c.Parameters)
+		}
+		if string(c.Declaration) != string(ToolDeclaration(c)) {
+			t.Errorf("%s: declaration not the compact tool's", tool.Name)
+		}
+		full, small := compile(t, tool.Name, tool.Parameters), compile(t, tool.Name, c.Parameters)
+		for _, in := range instances {
+			doc, _ := jsonschema.UnmarshalJSON(strings.NewReader(in))
+			if got, want := small.Validate(doc) == nil, full.Validate(doc) == nil; got != want {
+				t.Errorf("%s: %s valid by the compact schema = %v, by the full one %v", tool.Name, in, got, want)
+			}
+		}
+	}
+	note := compactTool(pool[len(pool)-1])
+	if !strings.Contains(string(note.Parameters), `"description":{"type":"string"}`) {
+		t.Errorf("a property named description was lost: %s", note.Parameters)
+	}
+}
+
+// TestChooseIsStable: the same scores give the same tools, in the list's
+// own order with find_tools last, whatever the ranking: the prompt's
+// prefix does not move with a question's words.
+func TestChooseIsStable(t *testing.T) {
+	ix := newToolIndex(referencePool(t))
+	scores := make([]float64, len(ix.tools))
+	ix.score(queryTerms(nil, "write the note then read it back"), scores)
+	a, b := ix.choose(scores, refBudget), ix.choose(slices.Clone(scores), refBudget)
+	names := func(c toolChoice) []string {
+		var out []string
+		for _, t := range c.offered {
+			out = append(out, t.Name)
+		}
+		return out
+	}
+	if !slices.Equal(names(a), names(b)) {
+		t.Fatalf("two choices differ:\n%v\n%v", names(a), names(b))
+	}
+	got := names(a)
+	if got[len(got)-1] != FindTools {
+		t.Errorf("offered %v, want find_tools last", got)
+	}
+	last := -1
+	for _, n := range got[:len(got)-1] {
+		i := ix.names[n]
+		if i <= last {
+			t.Errorf("offered %v, want the list's order", got)
+		}
+		last = i
+	}
+	for _, want := range []string{"fs__write_file", "fs__read_text_file"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("offered %v, want %s", got, want)
+		}
+	}
+	if len(a.withheld)+a.count != len(ix.tools) {
+		t.Errorf("%d offered and %d withheld of %d tools", a.count, len(a.withheld), len(ix.tools))
+	}
+}
