@@ -44,7 +44,7 @@ func (r *run) writeLimits(b *strings.Builder, s *stage) {
 	b.WriteString(strconv.Itoa(s.allowed))
 	b.WriteString(" model turn(s) in this stage.")
 	if s.cfg.tools {
-		if s.offersFind() {
+		if s.finds {
 			// Some tools were withheld to fit the window: the model is
 			// told they exist, and how to get them.
 			b.WriteString(" Tools allowed: ")

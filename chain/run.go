@@ -84,10 +84,11 @@ type stage struct {
 	cfg     stageConfig
 	allowed int  // turns this stage may use
 	answers bool // the answering stage: its content streams to the client
-	// tools are what its next call is offered (chooseTools); toolRoom is
-	// what they may weigh, in characters (-1: no limit), and query and
-	// usedTools what they are chosen by (toolfit.go).
+	// tools are what its next call is offered (chooseTools); toolRoom
+	// is what they may weigh, in characters (-1: no limit), and query
+	// and usedTools what they are chosen by (toolfit.go).
 	tools     []Tool
+	finds     bool // tools ends with the run's own find_tools
 	toolRoom  int
 	query     []uint64
 	usedTools []string

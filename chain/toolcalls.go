@@ -51,7 +51,11 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 		if span != nil {
 			r.endToolSpan(span, u, nil, time.Now())
 		}
-		s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: model})
+		if c.Name != FindTools || !s.finds {
+			// What find_tools found is the stage's business: the later
+			// stages need the facts, not the tool list.
+			s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: model})
+		}
 		tu := *u
 		if err := r.emit(Event{Kind: EventTool, Stage: s.idx, Node: s.node.Name, Turn: s.st.Turns, ToolUse: &tu}); err != nil {
 			return nil, err
@@ -79,7 +83,7 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return nil
 	}
 	args := []byte(c.Arguments)
-	if c.Name == FindTools && s.offersFind() {
+	if c.Name == FindTools && s.finds {
 		r.judgeFind(ctx, s, b, i)
 		return nil
 	}

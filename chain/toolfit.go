@@ -90,6 +90,9 @@ type toolIndex struct {
 	post     map[uint64][]posting
 	names    map[string]int
 	findCost int
+	// findable: no tool of the list is itself named find_tools, so the
+	// run's own may be offered beside them.
+	findable bool
 }
 
 // posting is a word's weight in one tool.
@@ -132,6 +135,8 @@ func newToolIndex(tools []Tool) *toolIndex {
 		ix.full += toolsPreamble
 		ix.smallSum += toolsPreamble
 	}
+	_, taken := ix.names[FindTools]
+	ix.findable = !taken
 	n := float64(len(tools))
 	for _, ps := range ix.post {
 		// A word every tool has ("file" among the filesystem's) tells
@@ -239,8 +244,10 @@ type toolChoice struct {
 	offered  []Tool
 	withheld []string
 	compact  bool
-	// count is how many of the index's tools are offered.
+	// count is how many of the index's tools are offered; find says
+	// find_tools is offered after them.
 	count int
+	find  bool
 }
 
 // choose picks the tools that fit budget characters: every tool whole
@@ -263,7 +270,10 @@ func (ix *toolIndex) choose(scores []float64, budget int) toolChoice {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
-	room := budget - toolsPreamble - ix.findCost
+	room := budget - toolsPreamble
+	if ix.findable {
+		room -= ix.findCost
+	}
 	k := 0
 	for _, i := range order {
 		if ix.small[i] <= room {
@@ -284,7 +294,10 @@ func (ix *toolIndex) choose(scores []float64, budget int) toolChoice {
 			c.withheld = append(c.withheld, ix.tools[i].Name)
 		}
 	}
-	c.offered = append(c.offered, findTool)
+	if ix.findable {
+		c.offered = append(c.offered, findTool)
+		c.find = true
+	}
 	return c
 }
 
@@ -461,7 +474,7 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 		s.toolRoom = r.toolBudget(ctx, s)
 	}
 	if s.toolRoom < 0 || ix.full <= s.toolRoom {
-		s.tools = ix.tools
+		s.tools, s.finds = ix.tools, false
 		if s.toolRoom >= 0 && len(ix.tools) > 0 {
 			s.st.ToolFit = &ToolsTrace{Offered: len(ix.tools), Of: len(ix.tools)}
 		}
@@ -474,7 +487,7 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 	ix.score(s.query, scores)
 	ix.boost(scores, r.firstTools(s))
 	c := ix.choose(scores, s.toolRoom)
-	s.tools = c.offered
+	s.tools, s.finds = c.offered, c.find
 	tt := &ToolsTrace{Offered: c.count, Of: len(ix.tools), Compact: c.compact, Withheld: c.withheld}
 	if old := s.st.ToolFit; old != nil {
 		tt.Found = old.Found
@@ -568,7 +581,7 @@ func (r *run) shrinkTools(ctx context.Context, s *stage) bool {
 	if len(s.tools) == 0 || len(ix.tools) == 0 || s.toolRoom < 0 {
 		return false
 	}
-	if len(s.tools) == 1 && s.tools[0].Name == FindTools {
+	if len(s.tools) == 1 && s.finds || !ix.findable {
 		return false
 	}
 	least := toolsPreamble + ix.findCost
@@ -580,7 +593,7 @@ func (r *run) shrinkTools(ctx context.Context, s *stage) bool {
 		}
 	}
 	s.toolRoom = least
-	s.tools = []Tool{findTool}
+	s.tools, s.finds = []Tool{findTool}, true
 	tt := &ToolsTrace{Offered: 0, Of: len(ix.tools), Compact: true, Withheld: slices.Clone(r.names(ix))}
 	if old := s.st.ToolFit; old != nil {
 		tt.Found = old.Found
@@ -597,12 +610,6 @@ func (r *run) names(ix *toolIndex) []string {
 		out[i] = t.Name
 	}
 	return out
-}
-
-// offersFind reports whether s's tools include find_tools (tools were
-// withheld), which the run answers itself.
-func (s *stage) offersFind() bool {
-	return len(s.tools) > 0 && s.tools[len(s.tools)-1].Name == FindTools
 }
 
 // findTools answers a find_tools call of stage s: the withheld tools that
