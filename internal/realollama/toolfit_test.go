@@ -1,0 +1,91 @@
+package realollama_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestToolsFitRealWindow: the research stage on a real Ollama (the tiny
+// model: 2,048 tokens, a byte-level tokenizer far denser than the
+// estimate's 4 characters a token) beside both reference MCP servers and
+// the built-ins, 30 tools that alone pass its window. The stage runs with
+// the tools that fit instead of being skipped: Ollama takes the fitted
+// prompt (a refusal is refitted, with fewer tools), and nothing is cut.
+func TestToolsFitRealWindow(t *testing.T) {
+	f := setup(t)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed")
+	}
+	mods, _ := filepath.Abs("../../tools/mcp/testdata/npm/node_modules/@modelcontextprotocol")
+	fsServer := filepath.Join(mods, "server-filesystem", "dist", "index.js")
+	everything := filepath.Join(mods, "server-everything", "dist", "index.js")
+	for _, p := range []string{fsServer, everything} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("reference MCP server missing (%v): run `npm ci` in tools/mcp/testdata/npm", err)
+		}
+	}
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "marker.txt"), []byte("MARKER-real"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, f, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]s, model: tiny-tools, timeout: 5m}
+chain:
+  stages: [{node: OL1, max_turns: 1, tools: true}]
+  simple_node: OL1
+tools:
+  root: %[2]q
+  mcp:
+    - {name: fs, command: [%[3]q, %[4]q, %[2]q]}
+    - {name: everything, command: [%[3]q, %[5]q, stdio]}
+`, f.ollama.URL, work, node, fsServer, everything))
+	code, id, body := post(t, proxy, map[string]any{"model": "chain/reflexive", "max_tokens": 8,
+		"messages": []map[string]string{{"role": "user", "content": "read the marker file through the MCP tools"}}})
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	resp, err := http.Get(proxy + "/v1/chain/traces/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Chain struct {
+			Stages []struct {
+				Status  string
+				Error   string
+				ToolFit *struct {
+					Offered, Of int
+					Reason      string
+				} `json:"tool_fit"`
+				Context *struct {
+					Window         int
+					ReportedTokens int `json:"reported_tokens"`
+					Overflow       bool
+				}
+				Calls []struct{ Error string }
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || len(doc.Chain.Stages) != 1 {
+		t.Fatalf("trace: %v, %+v", err, doc)
+	}
+	st := doc.Chain.Stages[0]
+	if st.Status == "skipped_context" || st.Status == "failed" {
+		t.Fatalf("OL1 %s: %s", st.Status, st.Error)
+	}
+	if st.ToolFit == nil || st.ToolFit.Of < 30 || st.ToolFit.Reason == "" {
+		t.Errorf("OL1 tool_fit = %+v, want the 30 tools fitted, with a reason", st.ToolFit)
+	}
+	if st.Context == nil || st.Context.Overflow || st.Context.ReportedTokens == 0 {
+		t.Errorf("OL1 context = %+v, want a reported prompt inside the window", st.Context)
+	}
+	t.Logf("OL1 %s: tool_fit %+v, context %+v, %d calls", st.Status, st.ToolFit, st.Context, len(st.Calls))
+}
