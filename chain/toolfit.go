@@ -495,7 +495,7 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 	window := r.e.Window(s.node)
 	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
 	switch share := r.toolBudget(ctx, s); {
-	case s.toolRoom < share:
+	case s.toolRoom < share && len(c.withheld) > 0:
 		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; the question and the instructions leave them about %d tokens of %s's %d-token window: the %d most relevant to the question are offered compact, the others through find_tools",
 			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), memory.Tokens(s.toolRoom, ratio), s.node.Name, window, c.count)
 	case len(c.withheld) > 0:
