@@ -19,7 +19,7 @@ import (
 
 // Tools that fit a small window (issue 42). The two reference MCP servers
 // alone declare 27 tools in about 13,700 characters of schemas: more than
-// a 4,096-token window holds beside an instructions, a question and the
+// a 4,096-token window holds beside the instructions, a question and the
 // answer's reserve, so a stage offered them whole could only be skipped.
 // A stage's tools get a share of its node's window (chain.tools_share):
 // when they pass it, their schemas are compacted (descriptions shortened,
@@ -101,12 +101,12 @@ type posting struct {
 	w    float64
 }
 
-// newToolIndex indexes tools; the slice is kept, not copied.
-func newToolIndex(tools []Tool) *toolIndex {
-	ix := &toolIndex{tools: tools, compact: make([]Tool, len(tools)), cost: make([]int, len(tools)), small: make([]int, len(tools)),
-		post: map[uint64][]posting{}, names: make(map[string]int, len(tools)), findCost: toolCost(&findTool)}
-	for i := range tools {
-		t := &tools[i]
+// newToolIndex indexes list; the slice is kept, not copied.
+func newToolIndex(list []Tool) *toolIndex {
+	ix := &toolIndex{tools: list, compact: make([]Tool, len(list)), cost: make([]int, len(list)), small: make([]int, len(list)),
+		post: map[uint64][]posting{}, names: make(map[string]int, len(list)), findCost: toolCost(&findTool)}
+	for i := range list {
+		t := &list[i]
 		ix.names[t.Name] = i
 		ix.compact[i] = compactTool(*t)
 		ix.cost[i], ix.small[i] = toolCost(t), toolCost(&ix.compact[i])
@@ -131,13 +131,13 @@ func newToolIndex(tools []Tool) *toolIndex {
 			ix.post[h] = append(ix.post[h], posting{tool: i, w: w})
 		}
 	}
-	if len(tools) > 0 {
+	if len(list) > 0 {
 		ix.full += toolsPreamble
 		ix.smallSum += toolsPreamble
 	}
 	_, taken := ix.names[FindTools]
 	ix.findable = !taken
-	n := float64(len(tools))
+	n := float64(len(list))
 	for _, ps := range ix.post {
 		// A word every tool has ("file" among the filesystem's) tells
 		// little of which one the question needs.
@@ -594,7 +594,7 @@ func (r *run) shrinkTools(ctx context.Context, s *stage) bool {
 	}
 	s.toolRoom = least
 	s.tools, s.finds = []Tool{findTool}, true
-	tt := &ToolsTrace{Offered: 0, Of: len(ix.tools), Compact: true, Withheld: slices.Clone(r.names(ix))}
+	tt := &ToolsTrace{Offered: 0, Of: len(ix.tools), Compact: true, Withheld: ix.allNames()}
 	if old := s.st.ToolFit; old != nil {
 		tt.Found = old.Found
 	}
@@ -603,8 +603,8 @@ func (r *run) shrinkTools(ctx context.Context, s *stage) bool {
 	return true
 }
 
-// names lists the index's tool names.
-func (r *run) names(ix *toolIndex) []string {
+// allNames lists the index's tool names.
+func (ix *toolIndex) allNames() []string {
 	out := make([]string, len(ix.tools))
 	for i, t := range ix.tools {
 		out[i] = t.Name
