@@ -30,7 +30,7 @@ import (
 // runner's own), never the compact one.
 
 // ToolsTrace says how a stage's tools were fitted to its node's window:
-// set when the window is known and the stage has tools.
+// set when they did not fit their share whole (compacted, some withheld).
 type ToolsTrace struct {
 	// Offered is how many tools the stage's last call was offered
 	// (find_tools not counted), of Of.
@@ -474,10 +474,8 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 		s.toolRoom = r.toolBudget(ctx, s)
 	}
 	if s.toolRoom < 0 || ix.full <= s.toolRoom {
+		// Every tool whole, as always: nothing to say in the trace.
 		s.tools, s.finds = ix.tools, false
-		if s.toolRoom >= 0 && len(ix.tools) > 0 {
-			s.st.ToolFit = &ToolsTrace{Offered: len(ix.tools), Of: len(ix.tools)}
-		}
 		return
 	}
 	scores := make([]float64, len(ix.tools))
