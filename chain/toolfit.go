@@ -460,7 +460,7 @@ func (r *run) toolBudget(ctx context.Context, s *stage) int {
 	if window == 0 || r.relay {
 		return -1
 	}
-	return int(float64(window) * r.e.calibration.Ratio(ctx, s.node.Name) * r.e.cfg.Chain.ToolsShare)
+	return int(float64(window) * r.e.calibration.Ratio(ctx, s.node.Model) * r.e.cfg.Chain.ToolsShare)
 }
 
 // chooseTools sets s.tools to the tools its next call is offered: those
@@ -491,7 +491,7 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 		tt.Found = old.Found
 	}
 	window := r.e.Window(s.node)
-	ratio := r.e.calibration.Ratio(ctx, s.node.Name)
+	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
 	switch share := r.toolBudget(ctx, s); {
 	case s.toolRoom < share && len(c.withheld) > 0:
 		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; the question and the instructions leave them about %d tokens of %s's %d-token window: the %d most relevant to the question are offered compact, the others through find_tools",
@@ -761,7 +761,7 @@ func (e *Engine) toolFit(ctx context.Context, tv *toolView) []StageTools {
 			continue
 		}
 		st := StageTools{Stage: i, Node: n.Name, Tools: len(ix.tools), Window: e.Window(n), Offered: len(ix.tools), Fit: "unknown_window"}
-		ratio := e.calibration.Ratio(ctx, n.Name)
+		ratio := e.calibration.Ratio(ctx, n.Model)
 		st.Tokens, st.CompactTokens = memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio)
 		if st.Window > 0 {
 			budget := int(float64(st.Window) * ratio * e.cfg.Chain.ToolsShare)
