@@ -17,7 +17,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
@@ -128,7 +129,7 @@ store:
 	b.Cleanup(func() { slots.Close() })
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends:  map[string]chain.Backend{"A": openai.New(cfg.Nodes[0], nil)},
+		Backends:  map[string]node.Backend{"A": openai.New(cfg.Nodes[0], nil)},
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: chain.NewSharedAdmission(b.Context(), cfg.Nodes, slots, chain.NewAdmission(cfg.Nodes), nil),

@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -85,7 +86,7 @@ func newEngine(b *testing.B, yamlText string) *chain.Engine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = mock.New(n)
 	}

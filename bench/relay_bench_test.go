@@ -15,7 +15,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -82,7 +83,7 @@ tools:
 	}
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends:  map[string]chain.Backend{"A": openai.New(cfg.Nodes[0], nil)},
+		Backends:  map[string]node.Backend{"A": openai.New(cfg.Nodes[0], nil)},
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: chain.NewAdmission(cfg.Nodes),
@@ -138,7 +139,7 @@ func benchRelay(b *testing.B, modes []string, request func(model string, stream 
 				if target == "bare" {
 					u, _ := url.Parse(up.URL)
 					rp := httputil.NewSingleHostReverseProxy(u)
-					rp.Transport = chain.NewHTTPClient(config.Node{}).Transport
+					rp.Transport = node.NewHTTPClient(config.Node{}).Transport
 					h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 						body, _ := io.ReadAll(r.Body)
 						r.Body = io.NopCloser(bytes.NewReader(body))

@@ -11,7 +11,8 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
-	"chainproxy/chain/ollama"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
@@ -115,7 +116,7 @@ func TestClientToolsSkipStagesWithoutTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Tools.Root = ""
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = ollama.New(n, nil)
 	}
@@ -149,7 +150,7 @@ func TestClientToolsSkipStagesWithoutTools(t *testing.T) {
 // downUntil is a node that refuses connections, as a stopped server does,
 // until up is called.
 type downUntil struct {
-	chain.Backend
+	node.Backend
 	node string
 	mu   sync.Mutex
 	down bool
@@ -165,14 +166,14 @@ func (d *downUntil) refused() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.down {
-		return &chain.UpstreamError{Node: d.node, Kind: chain.KindConnect, Message: "dial tcp 127.0.0.1:8000: connect: connection refused"}
+		return &node.UpstreamError{Node: d.node, Kind: node.KindConnect, Message: "dial tcp 127.0.0.1:8000: connect: connection refused"}
 	}
 	return nil
 }
 
 func (d *downUntil) Probe(context.Context) error { return d.refused() }
 
-func (d *downUntil) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+func (d *downUntil) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	if err := d.refused(); err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ nodes:
 				}
 			}}
 			mem := store.NewMemory(1000, 10)
-			eng, err = chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2},
+			eng, err = chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2},
 				Guard: antiloop.NewGuard(mem, 0, 0)})
 			if err != nil {
 				t.Fatal(err)
@@ -233,11 +234,11 @@ nodes:
 
 // hook calls before ahead of each call to its backend.
 type hook struct {
-	chain.Backend
+	node.Backend
 	before func()
 }
 
-func (h *hook) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+func (h *hook) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	h.before()
 	return h.Backend.Chat(ctx, req, fn)
 }

@@ -8,68 +8,17 @@ import (
 	"strings"
 	"sync"
 
-	"chainproxy/internal/redact"
+	"chainproxy/chain/node"
 )
-
-// CapTools is the capability of a model that takes tools, as Ollama's
-// /api/show names it.
-const CapTools = "tools"
-
-// CapThinking is the capability of a model that thinks before it answers
-// and can be asked not to (Ollama's think).
-const CapThinking = "thinking"
-
-// ErrModelNotFound is wrapped by a Describer's error when the node's server
-// does not have the node's model.
-var ErrModelNotFound = errors.New("model not found")
-
-// ErrToolsUnsupported is wrapped by the error of a request whose own tools
-// went to a node whose model cannot take tools: the client's to fix.
-var ErrToolsUnsupported = errors.New("model cannot take tools")
-
-// ModelInfo is what a node's server tells of the node's model.
-type ModelInfo struct {
-	// Capabilities are the model's capabilities ("completion", "tools",
-	// "thinking", "vision", …); nil when the server does not say.
-	Capabilities []string
-	// MaxWindow is the longest context the model was trained for (Ollama's
-	// model_info "<arch>.context_length"); Window is the window the server
-	// runs it with (a loaded Ollama model's context_length, vLLM's
-	// max_model_len). 0: not said.
-	MaxWindow, Window int
-}
-
-// WindowReader is the optional capability of a backend that can tell the
-// window its server runs the model with right now (Ollama's /api/ps, once
-// the model is loaded); 0 when it cannot tell.
-type WindowReader interface {
-	LoadedWindow(ctx context.Context) (int, error)
-}
-
-// Thinker is the optional capability of a backend that learns from its
-// answers whether its model thinks (reasoning apart or in think tags): an
-// OpenAI-compatible server's model list rarely says so, and a summary asked
-// of a thinking model must ask it not to (Request.NoThink), or its answer
-// cap goes on reasoning.
-type Thinker interface {
-	Thinks() bool
-}
 
 // thinks reports whether n's model is known to think, from its server's
 // capabilities or from its answers.
 func thinks(n *Node, caps []string) bool {
-	if slices.Contains(caps, CapThinking) {
+	if slices.Contains(caps, node.CapThinking) {
 		return true
 	}
-	t, ok := n.Backend.(Thinker)
+	t, ok := n.Backend.(node.Thinker)
 	return ok && t.Thinks()
-}
-
-// Describer is the optional capability of a backend that can look its model
-// up on its server. Describe fails with an error wrapping ErrModelNotFound
-// when the server lacks the model.
-type Describer interface {
-	Describe(ctx context.Context) (ModelInfo, error)
 }
 
 // capabilities remembers what each node's server last said of its model.
@@ -116,7 +65,7 @@ func (c *capabilities) set(node string, caps []string) {
 // the configuration's capabilities, when set, win over the server's.
 // Backends that cannot describe their model are taken at their config.
 func (e *Engine) describe(ctx context.Context, n *Node) error {
-	d, ok := n.Backend.(Describer)
+	d, ok := n.Backend.(node.Describer)
 	if !ok {
 		if n.Capabilities != nil {
 			e.caps.set(n.Name, n.Capabilities)
@@ -127,7 +76,7 @@ func (e *Engine) describe(ctx context.Context, n *Node) error {
 	// Asked once, unless the model was missing: pulled or created while
 	// the proxy runs, it must be asked about then, or it would be taken
 	// for a model with tools, which Ollama refuses for one without.
-	if ctx.Err() == nil && !errors.Is(err, ErrModelNotFound) {
+	if ctx.Err() == nil && !errors.Is(err, node.ErrModelNotFound) {
 		e.caps.markAsked(n.Name)
 	}
 	if err != nil {
@@ -169,7 +118,7 @@ func (e *Engine) Capabilities(node string) (caps []string, known bool) {
 // nobody can tell, it assumes tools, as OpenAI-compatible servers take them.
 func (e *Engine) takesTools(ctx context.Context, n *Node) bool {
 	caps, known := e.learnCaps(ctx, n)
-	return !known || slices.Contains(caps, CapTools)
+	return !known || slices.Contains(caps, node.CapTools)
 }
 
 // learnCaps is Capabilities, asking n's server once when nothing tells
@@ -197,27 +146,9 @@ func (r *run) fitTools(ctx context.Context, s *stage) error {
 	caps, _ := r.e.Capabilities(s.node.Name)
 	if client {
 		return fmt.Errorf("%w: node %s: model %q (capabilities: %s) cannot take the request's tools; send them to a node whose model can",
-			ErrToolsUnsupported, s.node.Name, s.node.Model, strings.Join(caps, ", "))
+			node.ErrToolsUnsupported, s.node.Name, s.node.Model, strings.Join(caps, ", "))
 	}
 	s.cfg.tools = false
 	r.trace.Reasons = append(r.trace.Reasons, fmt.Sprintf("node %s: model %s cannot take tools: stage %d runs without them", s.node.Name, s.node.Model, s.idx))
 	return nil
 }
-
-// ModelNotFoundError is a node's server lacking the node's model.
-type ModelNotFoundError struct {
-	Node, Model, BaseURL string
-	// Hint says how to get the model, when the server's kind tells.
-	Hint string
-}
-
-func (e *ModelNotFoundError) Error() string {
-	msg := fmt.Sprintf("model %q not found on %s", e.Model, redact.URL(e.BaseURL))
-	if e.Hint != "" {
-		msg += ": " + e.Hint
-	}
-	return msg
-}
-
-// Is makes errors.Is(err, ErrModelNotFound) hold.
-func (e *ModelNotFoundError) Is(target error) bool { return target == ErrModelNotFound }

@@ -9,7 +9,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
@@ -77,7 +78,7 @@ chain:
 	}
 	cfg.Tools.Root = ""
 	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"A": ollama.New(cfg.Nodes[0], http.DefaultClient)},
+	e, err := chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"A": ollama.New(cfg.Nodes[0], http.DefaultClient)},
 		Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem})
 	if err != nil {
 		t.Fatal(err)

@@ -6,9 +6,10 @@
 // judges (subpackage judge; the engine acts on their verdicts in judging.go).
 // It records a Trace of all of it.
 //
-// The package defines the Backend interface its model endpoints implement
-// (subpackages ollama, openai and mock) and the neutral message types they
-// translate. It knows nothing of HTTP serving: it must not import web or gin.
+// The nodes it calls are package node's: the backend contract, the
+// backends (node/ollama, node/openai; a scripted one in chain/mock) and
+// the neutral message types they translate, which this package names too.
+// It knows nothing of HTTP serving: it must not import web or gin.
 // Callers observe a run through Events delivered to a callback.
 //
 // # Client tools in the chain

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/node"
 	"chainproxy/classify"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
@@ -40,7 +41,7 @@ type ToolRunner interface {
 // Deps are the collaborators of an Engine.
 type Deps struct {
 	// Backends holds every configured node's backend, by node name.
-	Backends map[string]Backend
+	Backends map[string]node.Backend
 	// Tools runs server tools; nil offers none.
 	Tools ToolRunner
 	// Guard is the anti-loop state shared by replicas.
@@ -70,7 +71,7 @@ type Admitter interface {
 // Node is a configured model endpoint.
 type Node struct {
 	config.Node
-	Backend Backend
+	Backend node.Backend
 	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
 	keepAlive *time.Duration
 	// maxArgs is tools.max_args_bytes, and redact the engine's redactor:
@@ -155,9 +156,9 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
-		if h, ok := b.(*Hosts); ok {
-			if ha, ok := deps.Admission.(HostAdmitter); ok {
-				h.shared = ha
+		if h, ok := b.(*node.Hosts); ok {
+			if ha, ok := deps.Admission.(node.HostAdmitter); ok {
+				h.ShareLimits(ha)
 			}
 		}
 		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact, numCtx: n.ContextWindow}
@@ -486,23 +487,23 @@ func UserTexts(msgs []Message) func() (classify.UserMessage, bool) {
 // Probe checks that node answers and has its model, and updates what the
 // engine remembers of it: a node reached again is no longer skipped as
 // offline, and its model's capabilities are read again.
-func (e *Engine) Probe(ctx context.Context, node string) error {
-	n, ok := e.nodes[node]
+func (e *Engine) Probe(ctx context.Context, name string) error {
+	n, ok := e.nodes[name]
 	if !ok {
-		return fmt.Errorf("%w %q", ErrUnknownModel, node)
+		return fmt.Errorf("%w %q", ErrUnknownModel, name)
 	}
-	p, ok := n.Backend.(Prober)
+	p, ok := n.Backend.(node.Prober)
 	if !ok {
 		return nil
 	}
 	err := p.Probe(ctx)
-	var ue *UpstreamError
+	var ue *node.UpstreamError
 	switch {
 	case err == nil:
-		e.offline.clear(node)
+		e.offline.clear(name)
 		err = e.describe(ctx, n)
 	case errors.As(err, &ue) && ue.Offline():
-		e.offline.mark(node, ue.Error())
+		e.offline.mark(name, ue.Error())
 	}
 	return err
 }

@@ -14,6 +14,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -21,12 +22,12 @@ import (
 
 // recorder keeps every request a node received.
 type recorder struct {
-	chain.Backend
+	node.Backend
 	mu   sync.Mutex
-	reqs []chain.Request
+	reqs []node.Request
 }
 
-func (r *recorder) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+func (r *recorder) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	r.mu.Lock()
 	cp := *req
 	cp.Messages = append([]chain.Message(nil), req.Messages...)
@@ -35,10 +36,10 @@ func (r *recorder) Chat(ctx context.Context, req *chain.Request, fn func(chain.C
 	return r.Backend.Chat(ctx, req, fn)
 }
 
-func (r *recorder) requests() []chain.Request {
+func (r *recorder) requests() []node.Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]chain.Request(nil), r.reqs...)
+	return append([]node.Request(nil), r.reqs...)
 }
 
 type harness struct {
@@ -71,7 +72,7 @@ func newHarness(t *testing.T, yamlText string) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{nodes: map[string]*recorder{}, cfg: cfg}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		rec := &recorder{Backend: mock.New(n)}
 		h.nodes[n.Name] = rec
@@ -708,7 +709,7 @@ chain:
 	runner := &blockingRunner{ToolRunner: reg, started: make(chan struct{})}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"OL1": mock.New(cfg.Nodes[0])},
+		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
 		Tools:    runner,
 		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -14,8 +14,9 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -79,7 +80,7 @@ chain:
 	}
 	mem := store.NewMemory(1000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{
+		Backends: map[string]node.Backend{
 			"OL1": ollama.New(cfg.Nodes[0], http.DefaultClient),
 			"M1":  ollama.New(cfg.Nodes[1], http.DefaultClient),
 			"M2":  openai.New(cfg.Nodes[2], http.DefaultClient),

@@ -13,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/memory"
 )
@@ -75,7 +76,7 @@ func contextOverflow(err error) (string, bool) {
 		// The common case, without the allocation errors.As costs.
 		return "", false
 	}
-	var ue *UpstreamError
+	var ue *node.UpstreamError
 	if !errors.As(err, &ue) {
 		return "", false
 	}
@@ -174,7 +175,7 @@ func (e *Engine) learnWindow(ctx context.Context, n *Node) {
 	if n.ContextWindow > 0 || n.numCtx > 0 {
 		return
 	}
-	wr, ok := n.Backend.(WindowReader)
+	wr, ok := n.Backend.(node.WindowReader)
 	if !ok {
 		return
 	}
@@ -422,10 +423,10 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 	maxTokens := min(memory.SummaryTokens, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
 	// Asked of the summarizer's server once if nothing tells yet.
 	caps, _ := r.e.learnCaps(ctx, n)
-	req := n.capped(&Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.numCtx,
+	req := n.capped(&node.Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.numCtx,
 		NoThink: thinks(n, caps)})
 	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
-	err := n.chat(cctx, req, func(c Chunk) error {
+	err := n.chat(cctx, req, func(c node.Chunk) error {
 		text.WriteString(c.Content)
 		if c.Usage != nil {
 			usage = c.Usage
@@ -441,7 +442,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 		s.st.Usage = s.st.Usage.Add(*usage)
 	}
 	if err != nil {
-		var ue *UpstreamError
+		var ue *node.UpstreamError
 		if errors.As(err, &ue) && ue.Offline() {
 			r.e.offline.mark(n.Name, ue.Error())
 		}
@@ -457,7 +458,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 		r.e.calibration.Observe(ctx, n.Model, memory.Chars(prompt), usage.PromptTokens)
 	}
 	// A thinking model may open its answer with a <think> block.
-	var ts ThinkSplitter
+	var ts node.ThinkSplitter
 	head, _ := ts.Feed(text.String())
 	tail, _ := ts.Flush()
 	summary := head + tail

@@ -20,8 +20,9 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -294,7 +295,7 @@ func workspace(t *testing.T) string {
 
 // backend starts a fake upstream of the given wire format for node, whose
 // replies come from sc.
-func backend(t *testing.T, wire string, n config.Node, sc *scripts) chain.Backend {
+func backend(t *testing.T, wire string, n config.Node, sc *scripts) node.Backend {
 	switch wire {
 	case "ollama":
 		srv := fakeollama.NewFunc(t, func(_ int, _ *api.ChatRequest) fakeollama.Reply {
@@ -387,7 +388,7 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	}
 	runner := &countingTools{Registry: reg, runs: map[string]int{}}
 	sc := &scripts{}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = backend(t, wire, n, sc)
 	}

@@ -16,6 +16,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -93,8 +94,8 @@ func startEverything(t *testing.T, node, entry string) string {
 // TestMCPReferenceServers: a scripted OL1 uses the npm reference servers
 // through the chain: filesystem over stdio, everything over streamable HTTP.
 func TestMCPReferenceServers(t *testing.T) {
-	node, fsServer, everything := needNPMServers(t)
-	url := startEverything(t, node, everything)
+	nodeBin, fsServer, everything := needNPMServers(t)
+	url := startEverything(t, nodeBin, everything)
 	work := t.TempDir()
 	note := filepath.Join(work, "note.txt")
 	if err := os.WriteFile(note, []byte("first version"), 0o644); err != nil {
@@ -129,7 +130,7 @@ chain:
 		t.Fatal(err)
 	}
 	reg.StartMCP(t.Context(), []config.MCPServer{
-		{Name: "fs", Command: []string{node, fsServer, work}},
+		{Name: "fs", Command: []string{nodeBin, fsServer, work}},
 		{Name: "everything", URL: url},
 	}, mcp.Options{StartTimeout: 2 * time.Minute}) // returns once both are up
 	defer reg.Close()
@@ -137,7 +138,7 @@ chain:
 		t.Fatalf("MCPStatus() = %+v, want both ok", st)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"OL1": mock.New(cfg.Nodes[0])},
+		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
 		Tools:    reg,
 		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

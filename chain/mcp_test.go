@@ -14,6 +14,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -81,7 +82,7 @@ chain:
 	defer reg.Close()
 	rec := &recorder{Backend: mock.New(cfg.Nodes[0])}
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"OL1": rec},
+		Backends: map[string]node.Backend{"OL1": rec},
 		Tools:    reg,
 		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

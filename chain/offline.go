@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"chainproxy/chain/node"
 	"chainproxy/config"
 )
 
@@ -112,27 +113,23 @@ func (o *offlineSet) recheck(ctx context.Context, node string, probe func()) (ca
 	return o.lookup(node)
 }
 
-// probeWait bounds a probe past the node's connect_timeout: the answer of a
-// version or model list, which a server that answers at all sends at once.
-const probeWait = 3 * time.Second
-
 // stillOffline reports whether node n, remembered offline, still is, and
 // why: it is probed first (offlineSet.recheck). A node that answers the
 // probe, even with an error, is back; one without a probe is, and its call
 // is the probe.
 func (e *Engine) stillOffline(ctx context.Context, n *Node) (cause string, off bool) {
 	return e.offline.recheck(ctx, n.Name, func() {
-		p, ok := n.Backend.(Prober)
+		p, ok := n.Backend.(node.Prober)
 		if !ok {
 			e.offline.clear(n.Name)
 			return
 		}
 		// The probe serves every request waiting for it: the first one
 		// going away does not end it.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.ConnectTimeout+probeWait)
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.ConnectTimeout+node.ProbeWait)
 		defer cancel()
 		err := p.Probe(pctx)
-		var ue *UpstreamError
+		var ue *node.UpstreamError
 		switch {
 		case errors.As(err, &ue) && ue.Offline():
 			e.offline.mark(n.Name, e.redact.String(ue.Error()))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
 )
@@ -28,7 +29,7 @@ var errOutputCap = errors.New("output cap reached")
 //   - backends keep tool call arguments up to tools.max_args_bytes+1
 //     bytes each (see Request.MaxArgsBytes), and max_output_bytes for
 //     all the answer's calls together (Request.MaxCallsBytes).
-func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
+func (n *Node) chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	limit := n.outputLimit()
 	if req.MaxArgsBytes != n.maxArgs || req.MaxCallsBytes != limit {
 		// Callers build their requests with the caps (capped); a request
@@ -45,7 +46,7 @@ func (n *Node) chat(ctx context.Context, req *Request, fn func(Chunk) error) err
 		mask = &masking{content: n.redact.Stream(), reasoning: n.redact.Stream()}
 	}
 	used := 0
-	err := n.Backend.Chat(ctx, req, func(c Chunk) error {
+	err := n.Backend.Chat(ctx, req, func(c node.Chunk) error {
 		if mask != nil {
 			c.Content, c.Reasoning = mask.content.Feed(c.Content), mask.reasoning.Feed(c.Reasoning)
 			if c.FinishReason != "" {
@@ -103,7 +104,7 @@ func (n *Node) outputLimit() int {
 }
 
 // capped returns req with n's caps set, for Node.chat.
-func (n *Node) capped(req *Request) *Request {
+func (n *Node) capped(req *node.Request) *node.Request {
 	req.MaxArgsBytes, req.MaxCallsBytes = n.maxArgs, n.outputLimit()
 	return req
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
 
@@ -15,12 +16,12 @@ import (
 // blocks until its context ends, as a server streaming without end would:
 // a chat that did not stop it at the cap would hang there.
 type script struct {
-	chunks  []Chunk
+	chunks  []node.Chunk
 	endless bool
 	gotArgs int // the request's MaxArgsBytes
 }
 
-func (s *script) Chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
+func (s *script) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	s.gotArgs = req.MaxArgsBytes
 	for _, c := range s.chunks {
 		if err := fn(c); err != nil {
@@ -43,29 +44,29 @@ func TestNodeChatOutputCap(t *testing.T) {
 	tests := []struct {
 		name    string
 		limit   int
-		chunks  []Chunk
+		chunks  []node.Chunk
 		endless bool
-		want    []Chunk // Cut is checked apart
+		want    []node.Chunk // Cut is checked apart
 	}{
-		{"under the cap", 10, []Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
-			[]Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
-		{"exactly the cap", 5, []Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
-			[]Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
-		{"endless stream", 5, []Chunk{{Content: "abc"}, {Content: "def"}, {Content: "ghi"}}, true,
-			[]Chunk{{Content: "abc"}, {Content: "de", FinishReason: "length"}}},
-		{"reasoning counts", 5, []Chunk{{Reasoning: "abcd"}, {Reasoning: "ef", Content: "gh"}}, true,
-			[]Chunk{{Reasoning: "abcd"}, {Reasoning: "e", FinishReason: "length"}}},
-		{"cut on a rune boundary", 4, []Chunk{{Content: "ab"}, {Content: "é€"}}, true,
-			[]Chunk{{Content: "ab"}, {Content: "é", FinishReason: "length"}}},
-		{"tool calls in the overflowing last chunk kept", 3, []Chunk{{Content: "abcd", ToolCalls: call, FinishReason: "tool_calls"}}, false,
-			[]Chunk{{Content: "abc", ToolCalls: call, FinishReason: "tool_calls"}}},
+		{"under the cap", 10, []node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
+			[]node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
+		{"exactly the cap", 5, []node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
+			[]node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
+		{"endless stream", 5, []node.Chunk{{Content: "abc"}, {Content: "def"}, {Content: "ghi"}}, true,
+			[]node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "length"}}},
+		{"reasoning counts", 5, []node.Chunk{{Reasoning: "abcd"}, {Reasoning: "ef", Content: "gh"}}, true,
+			[]node.Chunk{{Reasoning: "abcd"}, {Reasoning: "e", FinishReason: "length"}}},
+		{"cut on a rune boundary", 4, []node.Chunk{{Content: "ab"}, {Content: "é€"}}, true,
+			[]node.Chunk{{Content: "ab"}, {Content: "é", FinishReason: "length"}}},
+		{"tool calls in the overflowing last chunk kept", 3, []node.Chunk{{Content: "abcd", ToolCalls: call, FinishReason: "tool_calls"}}, false,
+			[]node.Chunk{{Content: "abc", ToolCalls: call, FinishReason: "tool_calls"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &script{chunks: tt.chunks, endless: tt.endless}
 			n := &Node{Node: config.Node{Name: "A", MaxOutputBytes: tt.limit}, Backend: b, maxArgs: 100}
-			var got []Chunk
-			err := n.chat(t.Context(), &Request{}, func(c Chunk) error {
+			var got []node.Chunk
+			err := n.chat(t.Context(), &node.Request{}, func(c node.Chunk) error {
 				got = append(got, c)
 				return nil
 			})
@@ -97,7 +98,7 @@ func TestNodeChatOutputCap(t *testing.T) {
 // reaches the caller.
 func TestNodeChatMasksSecrets(t *testing.T) {
 	const key = "node-key-123456"
-	b := &script{chunks: []Chunk{
+	b := &script{chunks: []node.Chunk{
 		{Reasoning: "I was sent node-k"}, {Reasoning: "ey-123456."},
 		{Content: "Your key: node-ke"}, {Content: "y-1"}, {Content: "23456 and the end node-"},
 		{FinishReason: "tool_calls", ToolCalls: []ToolCall{{ID: "c", Name: "f", Arguments: `{"k":"` + key + `"}`}}},
@@ -105,7 +106,7 @@ func TestNodeChatMasksSecrets(t *testing.T) {
 	n := &Node{Node: config.Node{Name: "A"}, Backend: b, redact: redact.New(key)}
 	var content, reasoning strings.Builder
 	var calls []ToolCall
-	if err := n.chat(t.Context(), &Request{}, func(c Chunk) error {
+	if err := n.chat(t.Context(), &node.Request{}, func(c node.Chunk) error {
 		content.WriteString(c.Content)
 		reasoning.WriteString(c.Reasoning)
 		calls = append(calls, c.ToolCalls...)

@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -107,7 +108,7 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 			runner := &countingRunner{Registry: reg, calls: map[uint64]int{}, failed: map[uint64]int{}}
-			backends := map[string]chain.Backend{}
+			backends := map[string]node.Backend{}
 			for _, n := range cfg.Nodes {
 				backends[n.Name] = mock.New(n)
 			}

@@ -12,7 +12,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
 	"chainproxy/store"
@@ -41,7 +42,7 @@ memory: {answer_reserve: 256}
 	}
 	mem := store.NewMemory(1000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"A": openai.New(cfg.Nodes[0], http.DefaultClient)},
+		Backends: map[string]node.Backend{"A": openai.New(cfg.Nodes[0], http.DefaultClient)},
 		Tools:    reg,
 		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -42,7 +43,7 @@ func resumeHarness(t *testing.T, mem *store.Memory) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for name, rec := range h.nodes {
 		backends[name] = rec
 	}
@@ -215,7 +216,7 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = mock.New(n)
 	}
@@ -264,7 +265,7 @@ chain:
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for name, rec := range h.nodes {
 		backends[name] = rec
 	}

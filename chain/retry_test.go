@@ -8,6 +8,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 )
@@ -19,11 +20,11 @@ type flaky struct {
 	status int
 }
 
-func (f *flaky) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+func (f *flaky) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	if f.calls.Add(1) <= f.fails {
-		return &chain.UpstreamError{Node: "A", Kind: chain.KindStatus, Status: f.status, Message: "busy"}
+		return &node.UpstreamError{Node: "A", Kind: node.KindStatus, Status: f.status, Message: "busy"}
 	}
-	return fn(chain.Chunk{Content: "ok", FinishReason: "stop"})
+	return fn(node.Chunk{Content: "ok", FinishReason: "stop"})
 }
 
 func TestBatchRetries(t *testing.T) {
@@ -47,7 +48,7 @@ func TestBatchRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &flaky{fails: tt.fails, status: tt.status}
-			eng, err := chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"A": f}, Guard: antiloop.NewGuard(store.NewMemory(10, 1), time.Second, time.Second)})
+			eng, err := chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"A": f}, Guard: antiloop.NewGuard(store.NewMemory(10, 1), time.Second, time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}

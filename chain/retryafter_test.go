@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"chainproxy/chain/node"
 )
 
 func TestRetryAfterHeader(t *testing.T) {
@@ -28,7 +30,7 @@ func TestRetryAfterHeader(t *testing.T) {
 		if tt.value != "" {
 			h.Set("Retry-After", tt.value)
 		}
-		if got := RetryAfter(h, now); got != tt.want {
+		if got := node.RetryAfter(h, now); got != tt.want {
 			t.Errorf("RetryAfter(%q) = %v, want %v", tt.value, got, tt.want)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain/judge"
+	"chainproxy/chain/node"
 )
 
 // run is the state of one request.
@@ -426,7 +427,7 @@ func (r *run) endStage(s *stage) error {
 
 // stageError records why a stage could not go on.
 func (r *run) stageError(s *stage, err error) {
-	var ue *UpstreamError
+	var ue *node.UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
 		r.e.offline.mark(s.node.Name, r.e.redact.String(ue.Error()))
 		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
@@ -534,7 +535,7 @@ const contentRoom = 512
 // in. It is pooled: a call's state is large (two loop detectors), and a
 // chain makes one call per turn.
 type callState struct {
-	req                Request
+	req                node.Request
 	gate               judge.AnswerGate
 	think              judge.ThinkGate
 	content, reasoning strings.Builder
@@ -605,7 +606,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 	// the closure shares it, and a turn costs no allocation for it.
 	cs := callStates.Get().(*callState)
 	defer cs.free()
-	cs.req = Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.numCtx, Host: &s.host}
+	cs.req = node.Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.numCtx, Host: &s.host}
 	req := s.node.capped(&cs.req)
 	if !s.answers {
 		req.Params.Format = nil
@@ -648,7 +649,7 @@ func (r *run) send(ctx context.Context, s *stage, offered []Tool, f fitted) (Mes
 			cs.gate.Copies = s.earlier
 		}
 		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
-		err = s.node.chat(ctx, req, func(c Chunk) error {
+		err = s.node.chat(ctx, req, func(c node.Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
 				// short one at once spares the first six doublings.
@@ -812,11 +813,11 @@ func (r *run) result(s *stage) (*Result, error) {
 // retryable reports upstream failures worth another try: the node refused
 // the connection or answered 502/503. Other 4xx and 5xx would fail again.
 func retryable(err error) bool {
-	var ue *UpstreamError
+	var ue *node.UpstreamError
 	if !errors.As(err, &ue) {
 		return false
 	}
-	return ue.Kind == KindConnect || ue.Kind == KindStatus && (ue.Status == 502 || ue.Status == 503)
+	return ue.Kind == node.KindConnect || ue.Kind == node.KindStatus && (ue.Status == 502 || ue.Status == 503)
 }
 
 // wait sleeps for d or until ctx ends.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 )
@@ -60,8 +61,8 @@ type sharedGate struct {
 }
 
 var (
-	_ Admitter     = (*SharedAdmission)(nil)
-	_ HostAdmitter = (*SharedAdmission)(nil)
+	_ Admitter          = (*SharedAdmission)(nil)
+	_ node.HostAdmitter = (*SharedAdmission)(nil)
 )
 
 // NewSharedAdmission shares the nodes' limits through slots, falling back to

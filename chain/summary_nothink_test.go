@@ -14,7 +14,7 @@ import (
 
 // thinkingOpenAIEngine is one OpenAI-compatible node whose configuration
 // says its model thinks (capabilities: [tools, thinking]): the engine then
-// asks its summaries with chain.Request.NoThink.
+// asks its summaries with node.Request.NoThink.
 func thinkingOpenAIEngine(t *testing.T, url string) *chain.Engine {
 	t.Helper()
 	return engineOf(t, fmt.Sprintf(`

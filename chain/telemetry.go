@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"chainproxy/chain/node"
 	"chainproxy/classify"
 )
 
@@ -270,7 +271,7 @@ func SpanError(err error, capture bool) string {
 	}
 	var (
 		ce *ContextLengthError
-		ue *UpstreamError
+		ue *node.UpstreamError
 	)
 	switch {
 	case errors.As(err, &ce):
@@ -278,23 +279,23 @@ func SpanError(err error, capture bool) string {
 			return "node " + ce.Node + " refused the prompt as longer than its context window"
 		}
 	case errors.As(err, &ue):
-		return ue.summary()
+		return upstreamSummary(ue)
 	case errors.Is(err, ErrAllStagesFailed):
 		return ErrAllStagesFailed.Error()
 	}
 	return err.Error()
 }
 
-// summary is e without what the node said: its node, kind and status, and
+// upstreamSummary is e without what the node said: its node, kind and status, and
 // for a node that could not be reached or did not answer in time, the
 // transport's error (a refused connection, a timeout), which holds
 // nothing of the request.
-func (e *UpstreamError) summary() string {
+func upstreamSummary(e *node.UpstreamError) string {
 	s := "node " + e.Node + ": upstream " + e.Kind + " error"
 	if e.Status != 0 {
 		s += " (HTTP " + strconv.Itoa(e.Status) + ")"
 	}
-	if e.Message == "" && e.Err != nil && (e.Kind == KindConnect || e.Kind == KindTimeout) {
+	if e.Message == "" && e.Err != nil && (e.Kind == node.KindConnect || e.Kind == node.KindTimeout) {
 		s += ": " + e.Err.Error()
 	}
 	return s
@@ -304,7 +305,7 @@ func (e *UpstreamError) summary() string {
 // error's kind (connect, timeout, status, …), its HTTP status when it has
 // one.
 func callErrorType(err error) string {
-	var ue *UpstreamError
+	var ue *node.UpstreamError
 	if errors.As(err, &ue) {
 		if ue.Status != 0 {
 			return strconv.Itoa(ue.Status)

@@ -12,8 +12,9 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -37,8 +38,8 @@ type say struct {
 
 type sayCall struct{ name, args string }
 
-// node is a fake upstream of either protocol.
-type node interface {
+// fakeNode is a fake upstream of either protocol.
+type fakeNode interface {
 	// messages are the contents of every message of every request, in order.
 	messages() [][]string
 	canceled() <-chan struct{}
@@ -76,7 +77,7 @@ func (n ollamaNode) canceled() <-chan struct{} { return n.Canceled() }
 
 // startNode serves script (the last answer repeats) in the provider's wire
 // format and returns the node's configuration line.
-func startNode(t *testing.T, provider, name string, script []say) (node, string) {
+func startNode(t *testing.T, provider, name string, script []say) (fakeNode, string) {
 	t.Helper()
 	switch provider {
 	case config.ProviderOpenAI:
@@ -119,7 +120,7 @@ type textRun struct {
 	res    *chain.Result
 	err    error
 	deltas string // the content the client saw streamed
-	nodes  map[string]node
+	nodes  map[string]fakeNode
 }
 
 func runWire(t *testing.T, provider string, stream bool, scripts map[string][]say) textRun {
@@ -133,7 +134,7 @@ func runWireAs(t *testing.T, model, provider string, stream bool, scripts map[st
 	t.Helper()
 	var y strings.Builder
 	y.WriteString("nodes:\n")
-	out := textRun{nodes: map[string]node{}}
+	out := textRun{nodes: map[string]fakeNode{}}
 	for _, name := range []string{"OL1", "M1", "M2"} {
 		n, line := startNode(t, provider, name, scripts[name])
 		out.nodes[name] = n
@@ -165,7 +166,7 @@ func engineOf(t *testing.T, yamlText string) *chain.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		if n.Provider == config.ProviderOllama {
 			backends[n.Name] = ollama.New(n, nil)

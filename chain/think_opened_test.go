@@ -46,7 +46,7 @@ func TestReasoningOpenedByTemplate(t *testing.T) {
 			}
 			var y strings.Builder
 			y.WriteString("nodes:\n")
-			nodes := map[string]node{}
+			nodes := map[string]fakeNode{}
 			for _, name := range []string{"OL1", "M1", "M2"} {
 				n, line := startNode(t, config.ProviderOpenAI, name, scripts[name])
 				nodes[name] = n

@@ -13,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/node"
 	"chainproxy/memory"
 	"chainproxy/tools"
 )
@@ -57,7 +58,7 @@ var findTool = func() Tool {
 		Description: "Find tools not offered yet. Say in a few words what you need to do; the matching tools' names and descriptions come back, and they are offered from your next turn.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`),
 	}
-	t.Declaration = ToolDeclaration(t)
+	t.Declaration = node.ToolDeclaration(t)
 	return t
 }()
 
@@ -179,7 +180,7 @@ func compactTool(t Tool) Tool {
 			t.Parameters = b
 		}
 	}
-	t.Declaration = ToolDeclaration(t)
+	t.Declaration = node.ToolDeclaration(t)
 	return t
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/memory"
 	"chainproxy/tools"
@@ -47,7 +48,7 @@ func referencePool(tb testing.TB) []Tool {
 		}
 	}
 	for i := range pool {
-		pool[i].Declaration = ToolDeclaration(pool[i])
+		pool[i].Declaration = node.ToolDeclaration(pool[i])
 	}
 	return pool
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"chainproxy/chain/node"
 )
 
 // compile compiles a tool's parameters as JSON Schema.
@@ -44,7 +46,7 @@ func TestCompactToolsStayValid(t *testing.T) {
 		if strings.Contains(string(c.Parameters), `"default"`) || strings.Contains(string(c.Parameters), `"examples"`) || strings.Contains(string(c.Parameters), `"title"`) {
 			t.Errorf("%s: compact schema keeps annotations: %s", tool.Name, c.Parameters)
 		}
-		if string(c.Declaration) != string(ToolDeclaration(c)) {
+		if string(c.Declaration) != string(node.ToolDeclaration(c)) {
 			t.Errorf("%s: declaration not the compact tool's", tool.Name)
 		}
 		full, small := compile(t, tool.Name, tool.Parameters), compile(t, tool.Name, c.Parameters)

@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -145,7 +146,7 @@ chain:
 	var log workLog
 	reg := traceTools(t, cfg, &log)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"OL1": mock.New(cfg.Nodes[0])},
+		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
 		Tools:    reg,
 		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -290,7 +291,7 @@ chain:
 		t.Fatal(err)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"OL1": mock.New(cfg.Nodes[0])},
+		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
 		Tools:    reg,
 		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"chainproxy/chain/node"
 	"chainproxy/tools"
 )
 
@@ -59,7 +60,7 @@ func (e *Engine) newToolView() *toolView {
 	}
 	for _, s := range e.runner.Specs() {
 		t := Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
-		t.Declaration = ToolDeclaration(t)
+		t.Declaration = node.ToolDeclaration(t)
 		tv.specs = append(tv.specs, t)
 		tv.names = append(tv.names, s.Name)
 	}

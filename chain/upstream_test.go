@@ -11,6 +11,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -27,27 +28,27 @@ type upstream struct {
 	maxWindow int
 
 	mu        sync.Mutex
-	reqs      []chain.Request
+	reqs      []node.Request
 	described int // Describe calls
 }
 
-func (u *upstream) Chat(_ context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+func (u *upstream) Chat(_ context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	u.mu.Lock()
 	u.reqs = append(u.reqs, *req)
 	u.mu.Unlock()
-	return fn(chain.Chunk{Content: "words", FinishReason: u.finish, Usage: &chain.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}})
+	return fn(node.Chunk{Content: "words", FinishReason: u.finish, Usage: &chain.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}})
 }
 
 func (u *upstream) Probe(context.Context) error { return nil }
 
-func (u *upstream) Describe(context.Context) (chain.ModelInfo, error) {
+func (u *upstream) Describe(context.Context) (node.ModelInfo, error) {
 	u.mu.Lock()
 	u.described++
 	u.mu.Unlock()
-	return chain.ModelInfo{Capabilities: u.caps, MaxWindow: u.maxWindow}, u.err
+	return node.ModelInfo{Capabilities: u.caps, MaxWindow: u.maxWindow}, u.err
 }
 
-func (u *upstream) requests() []chain.Request {
+func (u *upstream) requests() []node.Request {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return slices.Clone(u.reqs)
@@ -78,7 +79,7 @@ func newUpstreamEngine(t *testing.T, nodes map[string]*upstream, edit func(*conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for name, u := range nodes {
 		backends[name] = u
 	}
@@ -155,7 +156,7 @@ func TestToolsFollowCapabilities(t *testing.T) {
 		{"nothing reported: assumed", nil, nil, false, 3, nil, false},
 		{"no tools: runs without", []string{"completion"}, nil, false, 0, nil, true},
 		{"config overrides the server", []string{"completion"}, []string{"tools"}, false, 3, nil, false},
-		{"client tools to a no-tools node", []string{"completion"}, nil, true, 0, chain.ErrToolsUnsupported, false},
+		{"client tools to a no-tools node", []string{"completion"}, nil, true, 0, node.ErrToolsUnsupported, false},
 		{"client tools to a tools node", []string{"completion", "tools"}, nil, true, 1, nil, false},
 	}
 	for _, tt := range tests {
@@ -246,9 +247,9 @@ func TestCapabilitiesAskedOnce(t *testing.T) {
 // taken for a model with tools for good (Ollama refuses tools to one
 // without).
 func TestCapabilitiesAfterModelAppears(t *testing.T) {
-	ol1 := &upstream{err: &chain.ModelNotFoundError{Node: "OL1", Model: "qwen3:1.7b", BaseURL: "http://h:11434", Hint: "ollama pull qwen3:1.7b"}}
+	ol1 := &upstream{err: &node.ModelNotFoundError{Node: "OL1", Model: "qwen3:1.7b", BaseURL: "http://h:11434", Hint: "ollama pull qwen3:1.7b"}}
 	e := newUpstreamEngine(t, map[string]*upstream{"OL1": ol1, "M1": {}, "M2": {}}, nil)
-	if err := e.Probe(context.Background(), "OL1"); !errors.Is(err, chain.ErrModelNotFound) {
+	if err := e.Probe(context.Background(), "OL1"); !errors.Is(err, node.ErrModelNotFound) {
 		t.Fatalf("Probe = %v, want ErrModelNotFound", err)
 	}
 	ol1.mu.Lock()
@@ -282,10 +283,10 @@ func TestWindowModelShorterThanDefault(t *testing.T) {
 }
 
 func TestProbeReportsMissingModel(t *testing.T) {
-	missing := &chain.ModelNotFoundError{Node: "OL1", Model: "qwen3:1.7b", BaseURL: "http://h:11434", Hint: "ollama pull qwen3:1.7b"}
+	missing := &node.ModelNotFoundError{Node: "OL1", Model: "qwen3:1.7b", BaseURL: "http://h:11434", Hint: "ollama pull qwen3:1.7b"}
 	e := newUpstreamEngine(t, map[string]*upstream{"OL1": {err: missing}, "M1": {}, "M2": {}}, nil)
 	err := e.Probe(context.Background(), "OL1")
-	if !errors.Is(err, chain.ErrModelNotFound) {
+	if !errors.Is(err, node.ErrModelNotFound) {
 		t.Fatalf("Probe = %v, want ErrModelNotFound", err)
 	}
 	if want := `model "qwen3:1.7b" not found on http://h:11434: ollama pull qwen3:1.7b`; err.Error() != want {

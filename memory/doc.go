@@ -18,5 +18,6 @@
 // window arithmetic and the summary cache are one concept with no need of
 // the stage engine: chain owns the calls (it runs the summarizer and
 // records what was sent), memory owns what goes in them. Message and
-// ToolCall live here for that reason; chain aliases them.
+// ToolCall are the backends' own (package node, which imports no memory):
+// memory names them for its API, as chain does.
 package memory

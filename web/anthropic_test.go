@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 )
@@ -317,10 +318,10 @@ func TestAnthropicStatus(t *testing.T) {
 		{errForbiddenOrigin, 403, "permission_error"},
 		{&chain.UnknownModelError{Model: "x"}, 404, "not_found_error"},
 		{errTooLarge, 413, "request_too_large"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 429}, 429, "rate_limit_error"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindStatus, Status: 429}, 429, "rate_limit_error"},
 		{&chain.QueueFullError{Node: "M1"}, 529, "overloaded_error"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindConnect}, 502, "api_error"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindTimeout}, 504, "timeout_error"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindConnect}, 502, "api_error"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindTimeout}, 504, "timeout_error"},
 		{errors.New("boom"), 500, "api_error"},
 	} {
 		status, obj := statusFor(tc.err)

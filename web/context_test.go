@@ -16,8 +16,9 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -80,7 +81,7 @@ func contextEngine(t *testing.T, yamlText string, st store.Store) (*httptest.Ser
 	if st == nil {
 		st = store.NewMemory(10000, 50)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		if n.Provider == config.ProviderOpenAI {
 			backends[n.Name] = openai.New(n, nil)

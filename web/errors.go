@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 )
 
 // StatusClientClosed is nginx's 499: the client went away before the answer.
@@ -88,7 +89,7 @@ func statusFor(err error) (int, errorObject) {
 	var (
 		he  *httpError
 		br  *badRequest
-		ue  *chain.UpstreamError
+		ue  *node.UpstreamError
 		fl  *chain.Failure
 		qe  *chain.QueueFullError
 		pe  *chain.PartError
@@ -117,7 +118,7 @@ func statusFor(err error) (int, errorObject) {
 		obj.Param = &p
 		obj.Message = strings.TrimPrefix(err.Error(), "chain: ") + "; see GET /v1/models"
 		return set(http.StatusNotFound, "invalid_request_error", "model_not_found")
-	case errors.Is(err, chain.ErrToolsUnsupported):
+	case errors.Is(err, node.ErrToolsUnsupported):
 		p := "tools"
 		obj.Param = &p
 		obj.Message = strings.TrimPrefix(err.Error(), "chain: ")
@@ -143,11 +144,11 @@ func statusFor(err error) (int, errorObject) {
 		return set(StatusClientClosed, "client_closed", "client_closed")
 	case errors.As(err, &ue):
 		switch {
-		case ue.Kind == chain.KindTimeout:
+		case ue.Kind == node.KindTimeout:
 			return set(http.StatusGatewayTimeout, "upstream_error", "upstream_timeout")
-		case ue.Kind == chain.KindStatus && ue.Status == http.StatusTooManyRequests:
+		case ue.Kind == node.KindStatus && ue.Status == http.StatusTooManyRequests:
 			return set(http.StatusTooManyRequests, "rate_limit_exceeded", "upstream_rate_limited")
-		case ue.Kind == chain.KindStatus && (ue.Status == http.StatusBadRequest || ue.Status == http.StatusUnprocessableEntity || ue.Status == http.StatusRequestEntityTooLarge):
+		case ue.Kind == node.KindStatus && (ue.Status == http.StatusBadRequest || ue.Status == http.StatusUnprocessableEntity || ue.Status == http.StatusRequestEntityTooLarge):
 			// The upstream rejected the content (say, a context too long):
 			// that is the client's to fix.
 			return set(ue.Status, "invalid_request_error", "upstream_rejected")

@@ -19,7 +19,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
@@ -47,9 +48,9 @@ chain:
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(1000, 10)
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
-		backends[n.Name] = chain.HostsBackend(n, func(h config.Node) chain.Backend { return ollama.New(h, nil) })
+		backends[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return ollama.New(h, nil) })
 	}
 	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: chain.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
@@ -224,7 +225,7 @@ chain:
 	}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]chain.Backend{"OL1": chain.HostsBackend(cfg.Nodes[0], func(h config.Node) chain.Backend { return ollama.New(h, nil) })},
+		Backends: map[string]node.Backend{"OL1": node.HostsBackend(cfg.Nodes[0], func(h config.Node) node.Backend { return ollama.New(h, nil) })},
 		Tools:    reg, Admission: chain.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

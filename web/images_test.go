@@ -21,8 +21,9 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -85,7 +86,7 @@ func imageProxy(t *testing.T, chainYAML string) *imageNodes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		if n.Provider == config.ProviderOllama {
 			backends[n.Name] = ollama.New(n, nil)

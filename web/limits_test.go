@@ -15,7 +15,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -29,7 +30,7 @@ import (
 func floodProxy(t *testing.T) (url string, received *atomic.Int64) {
 	t.Helper()
 	received = new(atomic.Int64)
-	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/show":
 			io.WriteString(w, `{"capabilities":["completion","vision","tools"],"model_info":{"general.architecture":"llama"}}`)
@@ -41,13 +42,13 @@ func floodProxy(t *testing.T) (url string, received *atomic.Int64) {
 			io.WriteString(w, `{"version":"0.17.4"}`)
 		}
 	}))
-	t.Cleanup(node.Close)
+	t.Cleanup(upstream.Close)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(`nodes:
   - {name: OV, provider: ollama, base_url: %q, model: m, context_window: 8000000}
 chain:
   stages: [{node: OV, max_turns: 1}, {node: OV, max_turns: 1}, {node: OV, max_turns: 1}]
   simple_node: OV
-`, node.URL)))
+`, upstream.URL)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ chain:
 		t.Fatal(err)
 	}
 	st := store.NewMemory(1000, 50)
-	eng, err := chain.New(cfg, chain.Deps{Backends: map[string]chain.Backend{"OV": ollama.New(cfg.Nodes[0], nil)}, Tools: reg, Resume: st,
+	eng, err := chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"OV": ollama.New(cfg.Nodes[0], nil)}, Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -48,7 +49,7 @@ func TestReadyzListsMCPServers(t *testing.T) {
 	}
 	reg.StartMCP(t.Context(), []config.MCPServer{{Name: "kb", URL: up.URL}, {Name: "gone", URL: gone}}, mcp.Options{StartTimeout: 5 * time.Second, MinBackoff: time.Hour})
 	defer reg.Close()
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = mock.New(n)
 	}

@@ -15,6 +15,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
@@ -33,7 +34,7 @@ func replica(t *testing.T, cfg *config.Config, redisURL string) (*httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = mock.New(n)
 	}

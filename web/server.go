@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
 )
@@ -233,7 +234,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		return
 	}
 	var qe *chain.QueueFullError
-	var ue *chain.UpstreamError
+	var ue *node.UpstreamError
 	switch {
 	case errors.As(err, &qe):
 		c.Header("Retry-After", itoa(int(qe.RetryAfter/time.Second)))

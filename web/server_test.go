@@ -22,6 +22,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/oaischema"
 	"chainproxy/store"
@@ -203,20 +204,20 @@ func TestStatusFor(t *testing.T) {
 		{fmt.Errorf("resolve: %w", chain.ErrUnknownModel), 404, "model_not_found"},
 		{errUnauthorized, 401, "invalid_api_key"},
 		{context.Canceled, 499, "client_closed"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindConnect}, 502, "upstream_error"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 500}, 502, "upstream_error"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindTimeout}, 504, "upstream_timeout"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 429}, 429, "upstream_rate_limited"},
-		{&chain.UpstreamError{Node: "M1", Kind: chain.KindStatus, Status: 400}, 400, "upstream_rejected"},
-		{&chain.Failure{Err: &chain.UpstreamError{Node: "M1", Kind: chain.KindTimeout}}, 504, "upstream_timeout"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindConnect}, 502, "upstream_error"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindStatus, Status: 500}, 502, "upstream_error"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindTimeout}, 504, "upstream_timeout"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindStatus, Status: 429}, 429, "upstream_rate_limited"},
+		{&node.UpstreamError{Node: "M1", Kind: node.KindStatus, Status: 400}, 400, "upstream_rejected"},
+		{&chain.Failure{Err: &node.UpstreamError{Node: "M1", Kind: node.KindTimeout}}, 504, "upstream_timeout"},
 		{&chain.Failure{Err: chain.ErrAllStagesFailed}, 502, "chain_failed"},
 		{&chain.QueueFullError{Node: "OL1"}, 429, "rate_limit_exceeded"},
-		{fmt.Errorf("%w: node OL1", chain.ErrToolsUnsupported), 400, "tools_unsupported"},
+		{fmt.Errorf("%w: node OL1", node.ErrToolsUnsupported), 400, "tools_unsupported"},
 		{&chain.PartError{Param: "messages[0].content[1]", Kind: chain.PartImage, Why: []string{"node OL1: no vision"}}, 400, "image_unsupported"},
 		{&chain.PartError{Kind: chain.PartFile, Why: []string{"node OL1: Ollama takes no files"}}, 400, "file_unsupported"},
 		{&chain.ContextLengthError{Node: "OL1", Window: 2048, Estimate: 5000}, 400, "context_length_exceeded"},
 		{&chain.Failure{Err: &chain.ContextLengthError{Node: "OL1", Upstream: "the input length exceeds the context length"}}, 400, "context_length_exceeded"},
-		{&chain.UpstreamError{Node: "OL1", Kind: chain.KindStatus, Status: 404, Message: "model 'x' not found"}, 502, "upstream_error"},
+		{&node.UpstreamError{Node: "OL1", Kind: node.KindStatus, Status: 404, Message: "model 'x' not found"}, 502, "upstream_error"},
 		{context.DeadlineExceeded, 504, "upstream_timeout"},
 		{errors.New("weird"), 500, "internal_error"},
 	}
@@ -561,7 +562,7 @@ func mustEngine(t testing.TB, cfg *config.Config) *chain.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = mock.New(n)
 	}

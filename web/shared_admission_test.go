@@ -19,7 +19,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/redistest"
@@ -118,7 +119,7 @@ admission:
 			t.Fatal(err)
 		}
 		eng, err := chain.New(cfg, chain.Deps{
-			Backends:  map[string]chain.Backend{"OL1": ollama.New(cfg.Nodes[0], nil)},
+			Backends:  map[string]node.Backend{"OL1": ollama.New(cfg.Nodes[0], nil)},
 			Tools:     reg,
 			Admission: adm,
 			Guard:     antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),

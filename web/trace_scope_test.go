@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"chainproxy/chain/node"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,8 +24,8 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -64,7 +65,7 @@ func tracesProxy(t *testing.T, nodes []config.Node, chainYAML string) (*httptest
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]chain.Backend{}
+	backends := map[string]node.Backend{}
 	for _, n := range cfg.Nodes {
 		if n.Provider == config.ProviderOllama {
 			backends[n.Name] = ollama.New(n, nil)

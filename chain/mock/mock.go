@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/classify"
 	"chainproxy/config"
 )
@@ -30,8 +31,8 @@ type Backend struct {
 }
 
 var (
-	_ chain.Backend = (*Backend)(nil)
-	_ chain.Prober  = (*Backend)(nil)
+	_ node.Backend = (*Backend)(nil)
+	_ node.Prober  = (*Backend)(nil)
 )
 
 // New returns the scripted backend of a mock node, reading the user's words
@@ -57,11 +58,11 @@ func (b *Backend) Probe(ctx context.Context) error {
 }
 
 func (b *Backend) offline() error {
-	return &chain.UpstreamError{Node: b.node, Kind: chain.KindConnect, Message: "connection refused (scripted offline)"}
+	return &node.UpstreamError{Node: b.node, Kind: node.KindConnect, Message: "connection refused (scripted offline)"}
 }
 
 // Chat plays the scripted turn for this point of the conversation.
-func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Chunk) error) error {
+func (b *Backend) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
 	if b.script.Offline {
 		return b.offline()
 	}
@@ -96,11 +97,11 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 		return err
 	}
 	if turn.Fail != "" {
-		return &chain.UpstreamError{Node: b.node, Kind: chain.KindStatus, Status: 500, Message: turn.Fail}
+		return &node.UpstreamError{Node: b.node, Kind: node.KindStatus, Status: 500, Message: turn.Fail}
 	}
 	usage := &chain.Usage{PromptTokens: promptTokens(req.Messages)}
 	if turn.Reasoning != "" {
-		if err := fn(chain.Chunk{Reasoning: turn.Reasoning}); err != nil {
+		if err := fn(node.Chunk{Reasoning: turn.Reasoning}); err != nil {
 			return err
 		}
 	}
@@ -123,11 +124,11 @@ func (b *Backend) Chat(ctx context.Context, req *chain.Request, fn func(chain.Ch
 			}
 		}
 		usage.CompletionTokens++
-		if err := fn(chain.Chunk{Content: piece}); err != nil {
+		if err := fn(node.Chunk{Content: piece}); err != nil {
 			return err
 		}
 	}
-	last := chain.Chunk{FinishReason: "stop", Usage: usage}
+	last := node.Chunk{FinishReason: "stop", Usage: usage}
 	if len(req.Tools) > 0 && len(turn.ToolCalls) > 0 {
 		for i, tc := range turn.ToolCalls {
 			args := tc.RawArgs

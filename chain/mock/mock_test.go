@@ -8,18 +8,19 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 )
 
 func play(t *testing.T, script config.MockScript, msgs []chain.Message, tools bool) (string, []chain.ToolCall, error) {
 	t.Helper()
-	req := &chain.Request{Messages: msgs}
+	req := &node.Request{Messages: msgs}
 	if tools {
 		req.Tools = []chain.Tool{{Name: "list_dir"}}
 	}
 	var content strings.Builder
 	var calls []chain.ToolCall
-	err := New(config.Node{Name: "OL1", Mock: &script}).Chat(context.Background(), req, func(c chain.Chunk) error {
+	err := New(config.Node{Name: "OL1", Mock: &script}).Chat(context.Background(), req, func(c node.Chunk) error {
 		content.WriteString(c.Content)
 		calls = append(calls, c.ToolCalls...)
 		return nil
@@ -78,7 +79,7 @@ func TestScript(t *testing.T) {
 
 func TestFailuresAndCancel(t *testing.T) {
 	_, _, err := play(t, config.MockScript{Offline: true}, []chain.Message{{Role: "user"}}, false)
-	var ue *chain.UpstreamError
+	var ue *node.UpstreamError
 	if !errors.As(err, &ue) || !ue.Offline() {
 		t.Errorf("offline: %v", err)
 	}
@@ -89,7 +90,7 @@ func TestFailuresAndCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	b := New(config.Node{Name: "A", Mock: &config.MockScript{Delay: time.Hour}})
-	if err := b.Chat(ctx, &chain.Request{}, func(chain.Chunk) error { return nil }); !errors.Is(err, context.Canceled) {
+	if err := b.Chat(ctx, &node.Request{}, func(node.Chunk) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
@@ -97,8 +98,8 @@ func TestFailuresAndCancel(t *testing.T) {
 func TestIdleBeforeEachDelay(t *testing.T) {
 	script := config.MockScript{ChunkDelay: time.Millisecond, Turns: []config.MockTurn{{Content: "one two three"}}}
 	var seq []string
-	req := &chain.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}, Idle: func() { seq = append(seq, "idle") }}
-	err := New(config.Node{Name: "A", Mock: &script}).Chat(context.Background(), req, func(c chain.Chunk) error {
+	req := &node.Request{Messages: []chain.Message{{Role: "user", Content: "hi"}}, Idle: func() { seq = append(seq, "idle") }}
+	err := New(config.Node{Name: "A", Mock: &script}).Chat(context.Background(), req, func(c node.Chunk) error {
 		if c.Content != "" {
 			seq = append(seq, strings.TrimSpace(c.Content))
 		}

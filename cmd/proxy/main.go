@@ -24,8 +24,9 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
-	"chainproxy/chain/ollama"
-	"chainproxy/chain/openai"
+	"chainproxy/chain/node"
+	"chainproxy/chain/node/ollama"
+	"chainproxy/chain/node/openai"
 	"chainproxy/classify"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
@@ -140,15 +141,15 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 }
 
 // backends builds each node's backend for its provider.
-func backends(cfg *config.Config) map[string]chain.Backend {
-	out := make(map[string]chain.Backend, len(cfg.Nodes))
+func backends(cfg *config.Config) map[string]node.Backend {
+	out := make(map[string]node.Backend, len(cfg.Nodes))
 	blocks := classify.NewBlocks(cfg.Classify.IgnoreBlocks)
 	for _, n := range cfg.Nodes {
 		switch n.Provider {
 		case config.ProviderOllama:
-			out[n.Name] = chain.HostsBackend(n, func(h config.Node) chain.Backend { return ollama.New(h, nil) })
+			out[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return ollama.New(h, nil) })
 		case config.ProviderOpenAI:
-			out[n.Name] = chain.HostsBackend(n, func(h config.Node) chain.Backend { return openai.New(h, nil) })
+			out[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return openai.New(h, nil) })
 		case config.ProviderMock:
 			// The demo's scenarios are picked from the words the
 			// classifier judges.
@@ -259,7 +260,7 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 			tooLarge = append(tooLarge, err)
 			continue
 		}
-		if errors.Is(err, chain.ErrModelNotFound) {
+		if errors.Is(err, node.ErrModelNotFound) {
 			logger.Warn("node lacks its model", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", baseURLs(n.Node), "err", err)
 			continue
 		}
@@ -269,7 +270,7 @@ func probeNodes(ctx context.Context, engine *chain.Engine, logger *slog.Logger) 
 		}
 		caps, known := engine.Capabilities(n.Name)
 		logger.Info("node ready", "node", n.Name, "provider", n.Provider, "model", n.Model, "base_url", baseURLs(n.Node), "capabilities", caps, "context_window", engine.Window(n))
-		if known && !slices.Contains(caps, chain.CapTools) {
+		if known && !slices.Contains(caps, node.CapTools) {
 			logger.Warn("node cannot take tools: stages that want tools run without them there, and clients' tools sent to it get 400", "node", n.Name, "model", n.Model, "capabilities", caps)
 		}
 	}

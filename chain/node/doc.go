@@ -1,0 +1,15 @@
+// Package node is the proxy's node layer: what a configured node is to the
+// stage engine above it. It declares the backend contract (Backend, its
+// optional capabilities Prober, Describer, WindowReader and Thinker, and
+// the neutral Request, Chunk and Message they speak), the errors a node
+// call fails with (UpstreamError and its kinds), a node of several hosts
+// and the choice among them (Hosts), the clock of one call (CallClock),
+// the caps on what an upstream may send (NewHTTPClient), and the
+// splitting of reasoning written in think tags (ThinkSplitter). The
+// backends of the two protocols live below it, in node/ollama and
+// node/openai.
+//
+// It must not import the engine (chain), web, store, tools, classify or
+// memory: a backend needs none of them, and the packages that do need a
+// node reach it through this contract. imports_test.go checks it.
+package node
