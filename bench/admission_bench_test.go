@@ -65,7 +65,7 @@ func BenchmarkAdmission(b *testing.B) {
 	nodes := []config.Node{{Name: "N", Provider: config.ProviderOllama, MaxConcurrency: &limit, MaxQueue: 64}}
 	for _, mode := range []string{"local", "shared"} {
 		b.Run(mode, func(b *testing.B) {
-			var adm chain.Admitter = chain.NewAdmission(nodes)
+			var adm node.Admitter = node.NewAdmission(nodes)
 			var rc *redis.Client
 			if mode == "shared" {
 				rs := redistest.Start(b)
@@ -74,7 +74,7 @@ func BenchmarkAdmission(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { slots.Close() })
-				adm = chain.NewSharedAdmission(b.Context(), nodes, slots, chain.NewAdmission(nodes), nil)
+				adm = node.NewSharedAdmission(b.Context(), nodes, slots, node.NewAdmission(nodes), nil)
 				rc = redis.NewClient(&redis.Options{Addr: rs.Addr()})
 				b.Cleanup(func() { rc.Close() })
 			}
@@ -132,7 +132,7 @@ store:
 		Backends:  map[string]node.Backend{"A": openai.New(cfg.Nodes[0], nil)},
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
-		Admission: chain.NewSharedAdmission(b.Context(), cfg.Nodes, slots, chain.NewAdmission(cfg.Nodes), nil),
+		Admission: node.NewSharedAdmission(b.Context(), cfg.Nodes, slots, node.NewAdmission(cfg.Nodes), nil),
 	})
 	if err != nil {
 		b.Fatal(err)

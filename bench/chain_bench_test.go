@@ -95,7 +95,7 @@ func newEngine(b *testing.B, yamlText string) *chain.Engine {
 		Backends:  backends,
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
-		Admission: chain.NewAdmission(cfg.Nodes),
+		Admission: node.NewAdmission(cfg.Nodes),
 	})
 	if err != nil {
 		b.Fatal(err)

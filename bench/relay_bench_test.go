@@ -86,7 +86,7 @@ tools:
 		Backends:  map[string]node.Backend{"A": openai.New(cfg.Nodes[0], nil)},
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
-		Admission: chain.NewAdmission(cfg.Nodes),
+		Admission: node.NewAdmission(cfg.Nodes),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -50,7 +50,7 @@ type Deps struct {
 	Classifier *classify.Classifier
 	Logger     *slog.Logger
 	// Admission, when set, bounds concurrent calls per node.
-	Admission Admitter
+	Admission node.Admitter
 	// Resume keeps chains waiting for a client's tool results; nil: a
 	// follow-up restarts the chain with the results as evidence.
 	Resume ResumeStore
@@ -60,12 +60,6 @@ type Deps struct {
 	// Redactor masks the configured secrets in tool results, stage and
 	// call errors; when it knows none, one is built from the config.
 	Redactor redact.Redactor
-}
-
-// Admitter lets a model call wait its turn for a node. Acquire blocks until
-// the call may proceed or ctx is done; release must be called once.
-type Admitter interface {
-	Acquire(ctx context.Context, node string, batch bool) (release func(), err error)
 }
 
 // Node is a configured model endpoint.
@@ -97,7 +91,7 @@ type Engine struct {
 	toolSet    atomic.Pointer[toolView]
 	guard      *antiloop.Guard
 	classifier *classify.Classifier
-	admission  Admitter
+	admission  node.Admitter
 	offline    *offlineSet
 	caps       *capabilities
 	resume     ResumeStore

@@ -39,3 +39,12 @@ func (e *Engine) Hosts(name string) []node.HostState {
 	}
 	return h.States()
 }
+
+// AdmissionStatus is the shared admission's status (node.AdmissionShared
+// or node.AdmissionLocal), or "" when the limits are not shared (no Redis).
+func (e *Engine) AdmissionStatus() string {
+	if s, ok := e.admission.(*node.SharedAdmission); ok {
+		return s.Status()
+	}
+	return ""
+}

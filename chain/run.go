@@ -835,7 +835,7 @@ func wait(ctx context.Context, d time.Duration) error {
 // fatal reports errors that end the whole run rather than one stage: the
 // client went away, or a node's queue is full (the client should retry).
 func fatal(ctx context.Context, err error) bool {
-	var qe *QueueFullError
+	var qe *node.QueueFullError
 	return ctx.Err() != nil || errors.As(err, &qe)
 }
 

@@ -319,7 +319,7 @@ func TestAnthropicStatus(t *testing.T) {
 		{&chain.UnknownModelError{Model: "x"}, 404, "not_found_error"},
 		{errTooLarge, 413, "request_too_large"},
 		{&node.UpstreamError{Node: "M1", Kind: node.KindStatus, Status: 429}, 429, "rate_limit_error"},
-		{&chain.QueueFullError{Node: "M1"}, 529, "overloaded_error"},
+		{&node.QueueFullError{Node: "M1"}, 529, "overloaded_error"},
 		{&node.UpstreamError{Node: "M1", Kind: node.KindConnect}, 502, "api_error"},
 		{&node.UpstreamError{Node: "M1", Kind: node.KindTimeout}, 504, "timeout_error"},
 		{errors.New("boom"), 500, "api_error"},
@@ -332,7 +332,7 @@ func TestAnthropicStatus(t *testing.T) {
 	}
 	// At the end of a stream only the status and code are left: a full
 	// queue is still overloaded.
-	status, obj := statusFor(&chain.QueueFullError{Node: "M1"})
+	status, obj := statusFor(&node.QueueFullError{Node: "M1"})
 	if _, body := anthropicStatus(nil, status, obj); body.Error.Type != "overloaded_error" {
 		t.Errorf("a full queue mid-stream = %s", body.Error.Type)
 	}

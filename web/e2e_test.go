@@ -36,7 +36,7 @@ func wireProxy(t *testing.T, nodes []config.Node, chainYAML string) (*goopenai.C
 	return c, srv
 }
 
-func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, keepalive time.Duration) (*goopenai.Client, *httptest.Server, *chain.Admission) {
+func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, keepalive time.Duration) (*goopenai.Client, *httptest.Server, *node.Admission) {
 	t.Helper()
 	var y strings.Builder
 	y.WriteString("nodes:\n")
@@ -68,7 +68,7 @@ func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, kee
 		}
 	}
 	mem := store.NewMemory(1000, 10)
-	adm := chain.NewAdmission(cfg.Nodes)
+	adm := node.NewAdmission(cfg.Nodes)
 	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: adm, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func statusFor(err error) (int, errorObject) {
 		br  *badRequest
 		ue  *node.UpstreamError
 		fl  *chain.Failure
-		qe  *chain.QueueFullError
+		qe  *node.QueueFullError
 		pe  *chain.PartError
 		set = func(status int, typ, code string) (int, errorObject) {
 			obj.Type = typ
@@ -192,7 +192,7 @@ func anthropicStatus(err error, status int, obj errorObject) (int, anthropicErro
 	body := anthropicErrorBody{Type: "error", Error: anthropicError{Message: obj.Message, Chain: obj.Chain}}
 	// A full queue: the error itself, or, at the end of a stream, the code
 	// statusFor gives it (an upstream's 429 has another).
-	var qe *chain.QueueFullError
+	var qe *node.QueueFullError
 	if errors.As(err, &qe) || err == nil && obj.Code != nil && *obj.Code == "rate_limit_exceeded" {
 		status = StatusOverloaded
 	}

@@ -52,7 +52,7 @@ chain:
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return ollama.New(h, nil) })
 	}
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: chain.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: node.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ chain:
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
 		Backends: map[string]node.Backend{"OL1": node.HostsBackend(cfg.Nodes[0], func(h config.Node) node.Backend { return ollama.New(h, nil) })},
-		Tools:    reg, Admission: chain.NewAdmission(cfg.Nodes),
+		Tools:    reg, Admission: node.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {

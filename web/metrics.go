@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 )
 
 // Metrics are the proxy's Prometheus metrics, on their own registry so that
@@ -189,7 +190,7 @@ func (m *Metrics) watchHosts(e *chain.Engine) {
 		_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chainproxy_admission_degraded", Help: "1 while Redis is down and this replica keeps the nodes' max_concurrency on its own.",
 		}, func() float64 {
-			if e.AdmissionStatus() == chain.AdmissionLocal {
+			if e.AdmissionStatus() == node.AdmissionLocal {
 				return 1
 			}
 			return 0
@@ -200,7 +201,7 @@ func (m *Metrics) watchHosts(e *chain.Engine) {
 // Handler serves the metrics in Prometheus' text format.
 func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
 
-// ObserveQueueWait records an admission wait; it fits chain.Admission.OnWait.
+// ObserveQueueWait records an admission wait; it fits node.Admission.OnWait.
 func (m *Metrics) ObserveQueueWait(node string, batch bool, d time.Duration) {
 	class := "interactive"
 	if batch {

@@ -233,7 +233,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 		c.Status(status)
 		return
 	}
-	var qe *chain.QueueFullError
+	var qe *node.QueueFullError
 	var ue *node.UpstreamError
 	switch {
 	case errors.As(err, &qe):

@@ -211,7 +211,7 @@ func TestStatusFor(t *testing.T) {
 		{&node.UpstreamError{Node: "M1", Kind: node.KindStatus, Status: 400}, 400, "upstream_rejected"},
 		{&chain.Failure{Err: &node.UpstreamError{Node: "M1", Kind: node.KindTimeout}}, 504, "upstream_timeout"},
 		{&chain.Failure{Err: chain.ErrAllStagesFailed}, 502, "chain_failed"},
-		{&chain.QueueFullError{Node: "OL1"}, 429, "rate_limit_exceeded"},
+		{&node.QueueFullError{Node: "OL1"}, 429, "rate_limit_exceeded"},
 		{fmt.Errorf("%w: node OL1", node.ErrToolsUnsupported), 400, "tools_unsupported"},
 		{&chain.PartError{Param: "messages[0].content[1]", Kind: chain.PartImage, Why: []string{"node OL1: no vision"}}, 400, "image_unsupported"},
 		{&chain.PartError{Kind: chain.PartFile, Why: []string{"node OL1: Ollama takes no files"}}, 400, "file_unsupported"},

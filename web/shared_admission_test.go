@@ -81,7 +81,7 @@ func newHeldUpstream(t *testing.T, gated bool) *heldUpstream {
 // sharedReplica is one replica: its own engine, store, slots and server.
 type sharedReplica struct {
 	srv *httptest.Server
-	adm *chain.SharedAdmission
+	adm *node.SharedAdmission
 }
 
 func sharedReplicas(t *testing.T, n int, upstream, redisURL string, lease time.Duration) []sharedReplica {
@@ -113,7 +113,7 @@ admission:
 		t.Cleanup(func() { slots.Close() })
 		life, stop := context.WithCancel(context.Background())
 		t.Cleanup(stop)
-		adm := chain.NewSharedAdmission(life, cfg.Nodes, slots, chain.NewAdmission(cfg.Nodes), nil)
+		adm := node.NewSharedAdmission(life, cfg.Nodes, slots, node.NewAdmission(cfg.Nodes), nil)
 		reg, err := tools.New(cfg.Tools, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -198,7 +198,7 @@ func TestSharedAdmissionLimit(t *testing.T) {
 		t.Errorf("the upstream held %d calls at once, want at most 2 across the replicas", most)
 	}
 	for i, r := range reps {
-		if s := r.adm.Status(); s != chain.AdmissionShared {
+		if s := r.adm.Status(); s != node.AdmissionShared {
 			t.Errorf("replica %d admission %q, want shared", i, s)
 		}
 	}
@@ -295,7 +295,7 @@ func TestSharedAdmissionRedisDown(t *testing.T) {
 	rs.Kill()
 	run(30)
 	for i, r := range reps {
-		if s := r.adm.Status(); s != chain.AdmissionLocal {
+		if s := r.adm.Status(); s != node.AdmissionLocal {
 			t.Errorf("replica %d with Redis down: admission %q, want local", i, s)
 		}
 	}
@@ -311,7 +311,7 @@ func TestSharedAdmissionRedisDown(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
-	if ready.Admission != chain.AdmissionLocal {
+	if ready.Admission != node.AdmissionLocal {
 		t.Errorf("readyz admission %q, want local", ready.Admission)
 	}
 	mresp, err := http.Get(reps[0].srv.URL + "/metrics")
@@ -327,7 +327,7 @@ func TestSharedAdmissionRedisDown(t *testing.T) {
 	rs.Restart()
 	waitUntil(t, "shared admission again", func() bool {
 		for _, r := range reps {
-			if r.adm.Status() != chain.AdmissionShared {
+			if r.adm.Status() != node.AdmissionShared {
 				return false
 			}
 		}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"chainproxy/chain/node"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,6 +23,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/chain/node/ollama"
 	"chainproxy/chain/node/openai"
 	"chainproxy/config"
@@ -74,7 +74,7 @@ func tracesProxy(t *testing.T, nodes []config.Node, chainYAML string) (*httptest
 		}
 	}
 	mem := store.NewMemory(1000, 50)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Admission: chain.NewAdmission(cfg.Nodes),
+	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Admission: node.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

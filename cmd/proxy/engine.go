@@ -6,6 +6,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/classify"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
@@ -22,9 +23,9 @@ type wired struct {
 	engine    *chain.Engine
 	store     store.Store
 	registry  *tools.Registry
-	local     *chain.Admission
+	local     *node.Admission
 	admission interface {
-		chain.Admitter
+		node.Admitter
 		Queued(node string) int
 	}
 	closers []func() error
@@ -47,7 +48,7 @@ func wire(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *
 	w.registry = registry
 	registry.StartMCP(ctx, cfg.Tools.MCP, mcp.Options{Logger: logger})
 	w.closers = append(w.closers, func() error { registry.Close(); return nil }) // ends MCP sessions and child processes
-	w.local = chain.NewAdmission(cfg.Nodes)
+	w.local = node.NewAdmission(cfg.Nodes)
 	w.admission = w.local
 	if cfg.Store.RedisURL != "" {
 		// Replicas on one Redis keep the nodes' limits together.
@@ -56,7 +57,7 @@ func wire(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *
 			return w, err
 		}
 		w.closers = append(w.closers, slots.Close)
-		w.admission = chain.NewSharedAdmission(ctx, cfg.Nodes, slots, w.local, logger)
+		w.admission = node.NewSharedAdmission(ctx, cfg.Nodes, slots, w.local, logger)
 	}
 	w.engine, err = chain.New(cfg, chain.Deps{
 		Backends:   backends(cfg),

@@ -1,4 +1,4 @@
-package chain
+package node
 
 import (
 	"context"
@@ -11,9 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"chainproxy/chain/node"
 	"chainproxy/config"
-	"chainproxy/store"
 )
 
 // slotTimeout bounds each Redis call of the shared admission, so that a
@@ -26,6 +24,26 @@ const (
 	AdmissionShared = "shared"
 	AdmissionLocal  = "local"
 )
+
+// SlotStore keeps the slots and queues of every node's calls where all
+// the replicas see them (store.Slots, on Redis): declared here so that the
+// node layer needs no store.
+type SlotStore interface {
+	// Lease is how long a slot is held without a renewal.
+	Lease() time.Duration
+	// Ping checks that the store answers and takes writes.
+	Ping(ctx context.Context) error
+	// Take takes a slot of name's limit for id, or queues id (beyond
+	// maxQueue waiters, full); granted says which.
+	Take(ctx context.Context, name, id string, batch bool, limit, maxQueue int, waitTTL time.Duration) (granted, full bool, queued int, err error)
+	// Freed is closed when a slot of name is given back.
+	Freed(name string) <-chan struct{}
+	// Renew extends id's lease; held is false when it had been lost
+	// (and Renew took it again).
+	Renew(ctx context.Context, name, id string) (held bool, err error)
+	// Release gives id's slot back.
+	Release(ctx context.Context, name, id string) error
+}
 
 // SharedAdmission makes each node's max_concurrency a limit across all the
 // replicas on one Redis (store.redis_url): a call holds a lease in Redis
@@ -41,7 +59,7 @@ const (
 // (each replica then keeps the limit on its own), says so in Status, and
 // goes back to Redis when a background ping finds it again.
 type SharedAdmission struct {
-	slots *store.Slots
+	slots SlotStore
 	local *Admission
 	gates map[string]sharedGate
 	// prefix makes this replica's lease ids unique across replicas.
@@ -61,14 +79,14 @@ type sharedGate struct {
 }
 
 var (
-	_ Admitter          = (*SharedAdmission)(nil)
-	_ node.HostAdmitter = (*SharedAdmission)(nil)
+	_ Admitter     = (*SharedAdmission)(nil)
+	_ HostAdmitter = (*SharedAdmission)(nil)
 )
 
 // NewSharedAdmission shares the nodes' limits through slots, falling back to
 // local. Its background ping, started while Redis is down, ends with ctx.
 // A Redis that does not answer ping now starts it on local limits.
-func NewSharedAdmission(ctx context.Context, nodes []config.Node, slots *store.Slots, local *Admission, logger *slog.Logger) *SharedAdmission {
+func NewSharedAdmission(ctx context.Context, nodes []config.Node, slots SlotStore, local *Admission, logger *slog.Logger) *SharedAdmission {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -324,13 +342,4 @@ func (a *SharedAdmission) probe() {
 			return
 		}
 	}
-}
-
-// AdmissionStatus is the shared admission's status (AdmissionShared or
-// AdmissionLocal), or "" when the limits are not shared (no Redis).
-func (e *Engine) AdmissionStatus() string {
-	if s, ok := e.admission.(*SharedAdmission); ok {
-		return s.Status()
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package chain
+package node
 
 import (
 	"container/list"
@@ -20,6 +20,12 @@ type QueueFullError struct {
 
 func (e *QueueFullError) Error() string {
 	return fmt.Sprintf("node %s is busy: %d requests already waiting; retry later", e.Node, e.Queued)
+}
+
+// Admitter lets a model call wait its turn for a node. Acquire blocks until
+// the call may proceed or ctx is done; release must be called once.
+type Admitter interface {
+	Acquire(ctx context.Context, node string, batch bool) (release func(), err error)
 }
 
 // Admission bounds the calls in flight to each node. Calls beyond a node's
