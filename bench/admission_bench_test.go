@@ -18,7 +18,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
@@ -129,7 +128,7 @@ store:
 	b.Cleanup(func() { slots.Close() })
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends:  map[string]node.Backend{"A": openai.New(cfg.Nodes[0], nil)},
+		Nodes:     buildNodes(b, cfg),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewSharedAdmission(b.Context(), cfg.Nodes, slots, node.NewAdmission(cfg.Nodes), nil),

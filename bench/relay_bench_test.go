@@ -16,7 +16,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -83,7 +82,7 @@ tools:
 	}
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends:  map[string]node.Backend{"A": openai.New(cfg.Nodes[0], nil)},
+		Nodes:     buildNodes(b, cfg),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewAdmission(cfg.Nodes),

@@ -12,7 +12,6 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
@@ -116,12 +115,9 @@ func TestClientToolsSkipStagesWithoutTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Tools.Root = ""
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = ollama.New(n, nil)
-	}
+	set := buildNodes(t, cfg)
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +205,7 @@ nodes:
 				}
 			}}
 			mem := store.NewMemory(1000, 10)
-			eng, err = chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2},
+			eng, err = chain.New(cfg, chain.Deps{Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2}),
 				Guard: antiloop.NewGuard(mem, 0, 0)})
 			if err != nil {
 				t.Fatal(err)

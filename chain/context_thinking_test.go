@@ -3,14 +3,11 @@ package chain_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
@@ -78,7 +75,7 @@ chain:
 	}
 	cfg.Tools.Root = ""
 	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"A": ollama.New(cfg.Nodes[0], http.DefaultClient)},
+	e, err := chain.New(cfg, chain.Deps{Nodes: buildNodes(t, cfg),
 		Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem})
 	if err != nil {
 		t.Fatal(err)

@@ -40,8 +40,8 @@ type ToolRunner interface {
 
 // Deps are the collaborators of an Engine.
 type Deps struct {
-	// Backends holds every configured node's backend, by node name.
-	Backends map[string]node.Backend
+	// Nodes holds every configured node's backend (node.Build).
+	Nodes *node.Set
 	// Tools runs server tools; nil offers none.
 	Tools ToolRunner
 	// Guard is the anti-loop state shared by replicas.
@@ -146,7 +146,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	}
 	runnerWindows := cfg.RunnerWindows()
 	for _, n := range cfg.Nodes {
-		b, ok := deps.Backends[n.Name]
+		b, ok := deps.Nodes.Backend(n.Name)
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}

@@ -80,9 +80,9 @@ func newHarness(t *testing.T, yamlText string) *harness {
 	}
 	mem := store.NewMemory(1000, 10)
 	h.engine, err = chain.New(cfg, chain.Deps{
-		Backends: backends,
-		Tools:    reg,
-		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Nodes: node.SetOf(backends),
+		Tools: reg,
+		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -709,9 +709,9 @@ chain:
 	runner := &blockingRunner{ToolRunner: reg, started: make(chan struct{})}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
-		Tools:    runner,
-		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Tools: runner,
+		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {
 		t.Fatal(err)

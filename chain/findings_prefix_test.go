@@ -3,7 +3,6 @@ package chain_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,9 +13,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -80,11 +76,7 @@ chain:
 	}
 	mem := store.NewMemory(1000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{
-			"OL1": ollama.New(cfg.Nodes[0], http.DefaultClient),
-			"M1":  ollama.New(cfg.Nodes[1], http.DefaultClient),
-			"M2":  openai.New(cfg.Nodes[2], http.DefaultClient),
-		},
+		Nodes: buildNodes(t, cfg),
 		Tools: reg, Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem,
 	})
 	if err != nil {

@@ -82,9 +82,9 @@ chain:
 	defer reg.Close()
 	rec := &recorder{Backend: mock.New(cfg.Nodes[0])}
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{"OL1": rec},
-		Tools:    reg,
-		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Nodes: node.SetOf(map[string]node.Backend{"OL1": rec}),
+		Tools: reg,
+		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -12,8 +11,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
 	"chainproxy/store"
@@ -42,9 +39,9 @@ memory: {answer_reserve: 256}
 	}
 	mem := store.NewMemory(1000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{"A": openai.New(cfg.Nodes[0], http.DefaultClient)},
-		Tools:    reg,
-		Guard:    antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Nodes: buildNodes(t, cfg),
+		Tools: reg,
+		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {
 		t.Fatal(err)

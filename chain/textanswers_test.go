@@ -12,9 +12,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -166,16 +163,9 @@ func engineOf(t *testing.T, yamlText string) *chain.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		if n.Provider == config.ProviderOllama {
-			backends[n.Name] = ollama.New(n, nil)
-		} else {
-			backends[n.Name] = openai.New(n, nil)
-		}
-	}
+	set := buildNodes(t, cfg)
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -146,9 +146,9 @@ chain:
 	var log workLog
 	reg := traceTools(t, cfg, &log)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
-		Tools:    reg,
-		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Tools: reg,
+		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -291,9 +291,9 @@ chain:
 		t.Fatal(err)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])},
-		Tools:    reg,
-		Guard:    antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Tools: reg,
+		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,9 +21,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -77,15 +74,8 @@ func agentProxy(t *testing.T, u *agentUpstreams, extra string, st store.Store) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		if n.Provider == config.ProviderOllama {
-			backends[n.Name] = ollama.New(n, nil)
-		} else {
-			backends[n.Name] = openai.New(n, nil)
-		}
-	}
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: st,
+	set := buildNodes(t, cfg)
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -81,15 +78,8 @@ func contextEngine(t *testing.T, yamlText string, st store.Store) (*httptest.Ser
 	if st == nil {
 		st = store.NewMemory(10000, 50)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		if n.Provider == config.ProviderOpenAI {
-			backends[n.Name] = openai.New(n, nil)
-		} else {
-			backends[n.Name] = ollama.New(n, nil)
-		}
-	}
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Memory: st, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	set := buildNodes(t, cfg)
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Memory: st, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -58,18 +56,10 @@ func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, kee
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		switch n.Provider {
-		case config.ProviderOllama:
-			backends[n.Name] = ollama.New(n, nil)
-		case config.ProviderOpenAI:
-			backends[n.Name] = openai.New(n, nil)
-		}
-	}
+	set := buildNodes(t, cfg)
 	mem := store.NewMemory(1000, 10)
 	adm := node.NewAdmission(cfg.Nodes)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: adm, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Admission: adm, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

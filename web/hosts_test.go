@@ -20,7 +20,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/store"
@@ -48,11 +47,8 @@ chain:
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(1000, 10)
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return ollama.New(h, nil) })
-	}
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Admission: node.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	set := buildNodes(t, cfg)
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Admission: node.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,8 +221,8 @@ chain:
 	}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Backends: map[string]node.Backend{"OL1": node.HostsBackend(cfg.Nodes[0], func(h config.Node) node.Backend { return ollama.New(h, nil) })},
-		Tools:    reg, Admission: node.NewAdmission(cfg.Nodes),
+		Nodes: buildNodes(t, cfg),
+		Tools: reg, Admission: node.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
 	if err != nil {

@@ -15,8 +15,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -58,7 +56,7 @@ chain:
 		t.Fatal(err)
 	}
 	st := store.NewMemory(1000, 50)
-	eng, err := chain.New(cfg, chain.Deps{Backends: map[string]node.Backend{"OV": ollama.New(cfg.Nodes[0], nil)}, Tools: reg, Resume: st,
+	eng, err := chain.New(cfg, chain.Deps{Nodes: buildNodes(t, cfg), Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -143,16 +140,9 @@ func loopProxy(t *testing.T, u *agentUpstreams) (*httptest.Server, *chainTraces)
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		if n.Provider == config.ProviderOllama {
-			backends[n.Name] = ollama.New(n, nil)
-		} else {
-			backends[n.Name] = openai.New(n, nil)
-		}
-	}
+	set := buildNodes(t, cfg)
 	st := store.NewMemory(0, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: st,
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/redistest"
@@ -119,7 +118,7 @@ admission:
 			t.Fatal(err)
 		}
 		eng, err := chain.New(cfg, chain.Deps{
-			Backends:  map[string]node.Backend{"OL1": ollama.New(cfg.Nodes[0], nil)},
+			Nodes:     buildNodes(t, cfg),
 			Tools:     reg,
 			Admission: adm,
 			Guard:     antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),

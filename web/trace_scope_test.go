@@ -24,8 +24,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -65,16 +63,9 @@ func tracesProxy(t *testing.T, nodes []config.Node, chainYAML string) (*httptest
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		if n.Provider == config.ProviderOllama {
-			backends[n.Name] = ollama.New(n, nil)
-		} else {
-			backends[n.Name] = openai.New(n, nil)
-		}
-	}
+	set := buildNodes(t, cfg)
 	mem := store.NewMemory(1000, 50)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends, Tools: reg, Resume: mem, Admission: node.NewAdmission(cfg.Nodes),
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: mem, Admission: node.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,11 @@ func demoEngineOver(t *testing.T, path string) *chain.Engine {
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(100, 10)
-	eng, err := chain.New(cfg, chain.Deps{Backends: backends(cfg), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
+	set, err := buildNodes(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Classifier: classify.New(cfg.Classify, reg.Names())})
 	if err != nil {
 		t.Fatal(err)

@@ -59,8 +59,12 @@ func wire(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *
 		w.closers = append(w.closers, slots.Close)
 		w.admission = node.NewSharedAdmission(ctx, cfg.Nodes, slots, w.local, logger)
 	}
+	set, err := buildNodes(cfg)
+	if err != nil {
+		return w, err
+	}
 	w.engine, err = chain.New(cfg, chain.Deps{
-		Backends:   backends(cfg),
+		Nodes:      set,
 		Tools:      registry,
 		Guard:      antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Classifier: classify.New(cfg.Classify, registry.Names()),

@@ -24,9 +24,11 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
+	// The backends of the providers a node may name: node.Build finds
+	// them once imported.
 	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
+	_ "chainproxy/chain/node/ollama"
+	_ "chainproxy/chain/node/openai"
 	"chainproxy/classify"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
@@ -140,23 +142,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format: %q is not text or json", format)
 }
 
-// backends builds each node's backend for its provider.
-func backends(cfg *config.Config) map[string]node.Backend {
-	out := make(map[string]node.Backend, len(cfg.Nodes))
+// buildNodes builds the nodes of cfg (node.Build). The demo's mock nodes are
+// provided here: their script follows the words the classifier judges,
+// which the node layer knows nothing of.
+func buildNodes(cfg *config.Config) (*node.Set, error) {
 	blocks := classify.NewBlocks(cfg.Classify.IgnoreBlocks)
-	for _, n := range cfg.Nodes {
-		switch n.Provider {
-		case config.ProviderOllama:
-			out[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return ollama.New(h, nil) })
-		case config.ProviderOpenAI:
-			out[n.Name] = node.HostsBackend(n, func(h config.Node) node.Backend { return openai.New(h, nil) })
-		case config.ProviderMock:
-			// The demo's scenarios are picked from the words the
-			// classifier judges.
-			out[n.Name] = mock.NewWithBlocks(n, blocks)
-		}
-	}
-	return out
+	return node.Build(cfg, node.Deps{Providers: map[string]node.Provider{
+		config.ProviderMock: func(n config.Node) node.Backend { return mock.NewWithBlocks(n, blocks) },
+	}})
 }
 
 // serve wires the proxy and serves until ctx ends, then lets in-flight

@@ -47,6 +47,12 @@ type Backend struct {
 	err error
 }
 
+// The nodes of provider ollama are this package's: node.Build finds them
+// once it is imported.
+func init() {
+	node.Register(config.ProviderOllama, func(n config.Node) node.Backend { return New(n, nil) })
+}
+
 // New returns the backend of node. With a nil httpClient it builds one whose
 // connection attempts give up after node.ConnectTimeout (an unreachable node
 // fails fast as offline) and that sets no response header timeout: a model

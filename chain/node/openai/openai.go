@@ -74,6 +74,12 @@ type Backend struct {
 	noTemplateKwargs atomic.Bool
 }
 
+// The nodes of provider openai are this package's: node.Build finds them
+// once it is imported.
+func init() {
+	node.Register(config.ProviderOpenAI, func(n config.Node) node.Backend { return New(n, nil) })
+}
+
 // New returns the backend of node, with its base URL and API key. With a nil
 // httpClient it builds one whose connection attempts give up after
 // node.ConnectTimeout (an unreachable node fails fast as offline) and that
