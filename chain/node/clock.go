@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
+	"math"
+	"sync/atomic"
 	"time"
 
 	"chainproxy/config"
@@ -18,18 +19,26 @@ import (
 // because they guard against different things: a slow CPU model writing a
 // long answer is healthy however long it takes, while a server that stalls
 // is not, however early.
+//
+// One timer and one context serve all three, and a read only notes the
+// time: the timer, when it fires, works out which bound is next (or which
+// ran out). Every model call starts a clock, so its cost is the relay
+// path's (three timers and two contexts cost 8,000 instructions a call).
 type CallClock struct {
 	node      string
 	parent    context.Context // the caller's: its end is never the node's fault
 	ctx       context.Context // the call's
 	cancel    context.CancelCauseFunc
-	stopTotal context.CancelFunc
-	idle      time.Duration
+	start     time.Time
+	firstByte time.Duration // 0: no bound
+	idle      time.Duration // 0: no bound
+	total     time.Duration // 0: no bound
+	timer     *time.Timer   // nil when no bound is set
 
-	mu    sync.Mutex
-	timer *time.Timer // first byte, then each silence
-	first bool        // a byte has come
-	ended bool        // Stop was called
+	// last is when the latest byte came, as time since start plus one:
+	// 0 until the first byte.
+	last  atomic.Int64
+	ended atomic.Bool // Stop was called
 }
 
 // timeoutCause is what a CallClock cancels its call with: the key whose
@@ -49,22 +58,63 @@ func (c *timeoutCause) Error() string {
 // body through Body, turns the call's error with Err, and calls Stop when
 // the call is over.
 func StartClock(ctx context.Context, node config.Node, streamed bool) (context.Context, *CallClock) {
-	c := &CallClock{node: node.Name, parent: ctx, idle: node.IdleTimeout, stopTotal: func() {}}
-	if total := node.CallTimeout(streamed); total > 0 {
-		ctx, c.stopTotal = context.WithTimeoutCause(ctx, total, &timeoutCause{key: "timeout", d: total, what: "call longer than"})
+	c := &CallClock{node: node.Name, parent: ctx, start: time.Now(), firstByte: node.FirstByteTimeout, idle: node.IdleTimeout, total: node.CallTimeout(streamed)}
+	c.ctx, c.cancel = context.WithCancelCause(ctx)
+	if next, ok := c.next(0); ok {
+		// Set, then armed: the Reset orders the write of c.timer before
+		// fire, which reads it.
+		c.timer = time.AfterFunc(math.MaxInt64, c.fire)
+		c.timer.Reset(next)
 	}
-	ctx, c.cancel = context.WithCancelCause(ctx)
-	c.ctx = ctx
-	if d := node.FirstByteTimeout; d > 0 {
-		c.timer = time.AfterFunc(d, func() {
-			c.cancel(&timeoutCause{key: "first_byte_timeout", d: d, what: "no first byte within"})
-		})
+	return c.ctx, c
+}
+
+// next returns how long from now (time since start) until the nearest
+// bound, and false when none is set.
+func (c *CallClock) next(now time.Duration) (time.Duration, bool) {
+	due, ok := time.Duration(0), false
+	bound := func(at time.Duration) {
+		if !ok || at < due {
+			due, ok = at, true
+		}
 	}
-	return ctx, c
+	if c.total > 0 {
+		bound(c.total)
+	}
+	if last := c.last.Load(); last == 0 {
+		if c.firstByte > 0 {
+			bound(c.firstByte)
+		}
+	} else if c.idle > 0 {
+		bound(time.Duration(last-1) + c.idle)
+	}
+	return max(due-now, 0), ok
+}
+
+// fire runs when the timer does: it ends the call if a bound ran out, or
+// sets the timer for the next one (a byte came since it was set).
+func (c *CallClock) fire() {
+	if c.ended.Load() {
+		return
+	}
+	now := time.Since(c.start)
+	last := c.last.Load()
+	switch {
+	case c.total > 0 && now >= c.total:
+		c.cancel(&timeoutCause{key: "timeout", d: c.total, what: "call longer than"})
+	case last == 0 && c.firstByte > 0 && now >= c.firstByte:
+		c.cancel(&timeoutCause{key: "first_byte_timeout", d: c.firstByte, what: "no first byte within"})
+	case last != 0 && c.idle > 0 && now >= time.Duration(last-1)+c.idle:
+		c.cancel(&timeoutCause{key: "idle_timeout", d: c.idle, what: "silent for"})
+	default:
+		if next, ok := c.next(now); ok {
+			c.timer.Reset(next)
+		}
+	}
 }
 
 // Body returns r, each byte read from it counting as a sign of life: the
-// first stops the first byte's bound, and each later read that brings
+// first ends the first byte's bound, and each later read that brings
 // something starts the silence's bound again.
 func (c *CallClock) Body(r io.Reader) io.Reader { return &clockReader{r: r, c: c} }
 
@@ -75,48 +125,19 @@ type clockReader struct {
 
 func (r *clockReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
-	if n > 0 {
-		r.c.alive()
+	if n > 0 && r.c.timer != nil {
+		r.c.last.Store(int64(time.Since(r.c.start)) + 1)
 	}
 	return n, err
 }
 
-// alive starts the silence's bound again.
-func (c *CallClock) alive() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ended {
-		return
-	}
-	if !c.first {
-		c.first = true
-		if c.timer != nil {
-			c.timer.Stop()
-			c.timer = nil
-		}
-		if c.idle > 0 {
-			d := c.idle
-			c.timer = time.AfterFunc(d, func() {
-				c.cancel(&timeoutCause{key: "idle_timeout", d: d, what: "silent for"})
-			})
-		}
-		return
-	}
-	if c.timer != nil {
-		c.timer.Reset(c.idle)
-	}
-}
-
 // Stop ends the clock and releases its context.
 func (c *CallClock) Stop() {
-	c.mu.Lock()
-	c.ended = true
+	c.ended.Store(true)
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	c.mu.Unlock()
 	c.cancel(nil)
-	c.stopTotal()
 }
 
 // Err returns err, or, when the clock ended the call, an upstream timeout
