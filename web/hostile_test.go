@@ -14,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"chainproxy/chain"
 	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
 )
@@ -163,7 +164,7 @@ func TestConversationScopedPerKey(t *testing.T) {
 			c.Request.Header.Set("X-Chain-Session", session)
 		}
 		if callerKey != "" {
-			c.Set("caller", callerID(callerKey))
+			c.Set("caller", chain.CallerID(callerKey))
 		}
 		return conversationKey(c, user, nil)
 	}

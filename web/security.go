@@ -1,9 +1,7 @@
 package web
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"net"
 	"net/http"
 	"net/netip"
@@ -12,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"chainproxy/chain"
 )
 
 // cockpitCSP allows the page's own scripts, styles and fetches only: no
@@ -29,13 +29,6 @@ func bearerToken(h string) (string, bool) {
 	}
 	tok = strings.TrimSpace(tok)
 	return tok, tok != ""
-}
-
-// callerID is the non-secret identity of an API key: a fixed-length hash,
-// so that state keyed by it neither reveals the key nor grows with it.
-func callerID(key string) string {
-	sum := sha256.Sum256([]byte("chainproxy caller\x00" + key))
-	return hex.EncodeToString(sum[:12])
 }
 
 // auth checks the key when keys are configured (Bearer, else Anthropic's
@@ -63,7 +56,7 @@ func (s *Server) auth(c *gin.Context) {
 		c.Abort()
 		return
 	}
-	c.Set("caller", callerID(tok))
+	c.Set("caller", chain.CallerID(tok))
 	if admin == 1 {
 		c.Set("admin", true) // sees every caller's traces
 	}

@@ -433,19 +433,14 @@ func (s *Server) storeTrace(ctx context.Context, run *chain.RunRequest, who, id 
 	var head []byte
 	if err == nil {
 		if !listed {
-			sum = traceSummary{TraceID: id, Status: chainStatus(tr, runErr), Mode: tr.Mode}
-			sum.Stages, sum.Tokens = badges(tr)
+			sum = traceSummary{TraceID: id, Status: chain.TraceStatus(tr, runErr), Mode: tr.Mode}
+			sum.Stages, sum.Tokens = chain.Badges(tr)
 		}
 		head, err = marshal(&sum)
 	}
 	if err == nil {
 		// The list's summary of the chain, then "chain": trace.
-		doc := make([]byte, 0, len(head)+len(traceJSON)+10)
-		doc = append(doc, head[:len(head)-1]...)
-		doc = append(doc, `,"chain":`...)
-		doc = append(doc, traceJSON...)
-		doc = append(doc, '}')
-		err = s.traces.PutTrace(context.WithoutCancel(ctx), traceKey(who, id), doc)
+		err = s.traces.PutTrace(context.WithoutCancel(ctx), traceKey(who, id), chain.TraceDocument(head, traceJSON))
 	}
 	if err != nil {
 		s.log.Warn("storing trace", "req_id", id, "err", err)
@@ -603,14 +598,10 @@ func clientName(ua string) string {
 	return ua
 }
 
-// traceKey scopes a trace id to its caller: another key looks up another
-// name and gets 404, as if the trace did not exist.
-func traceKey(who, id string) string {
-	if who == "" {
-		return id
-	}
-	return who + "." + id
-}
+// traceKey scopes a trace id to its caller (chain.TraceKey, which proxy
+// eval writes under too): another key looks up another name and gets 404,
+// as if the trace did not exist.
+func traceKey(who, id string) string { return chain.TraceKey(who, id) }
 
 // listedModel is one entry of /v1/models, in OpenAI's shape (id, object,
 // created, owned_by) and Anthropic's (type, display_name, created_at) at

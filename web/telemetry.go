@@ -75,7 +75,7 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 		u := tr.Usage()
 		span.SetAttributes(
 			attribute.String("chain.mode", tr.Mode),
-			attribute.String("chain.status", chainStatus(tr, err)),
+			attribute.String("chain.status", chain.TraceStatus(tr, err)),
 			attribute.Int("chain.turns", tr.Turns),
 			attribute.Int("chain.stages", len(tr.Stages)),
 			attribute.Int("chain.loop_stops", tr.LoopStops()),

@@ -44,45 +44,19 @@ const traceListCap = 500
 // questionCap caps a listed question, in bytes.
 const questionCap = 200
 
-// traceSummary is one chain in the trace list (GET /v1/chain/traces and its
-// event stream), and the head of a stored trace document.
-type traceSummary struct {
-	TraceID string `json:"trace_id"`
-	// Started is when the chain started, in Unix milliseconds.
-	Started int64 `json:"started"`
-	// Question names the request: the first line of the user's words
-	// the classifier judged, or of a client's own request's name, else of
-	// the user's last message.
-	Question string       `json:"question"`
-	Mode     string       `json:"mode"`
-	Stages   []stageBadge `json:"stages"`
-	// Status is "running" until the request ends, then the chain's:
-	// "failed", "cancelled", "awaiting_client" (then "abandoned" once
-	// chain.resume_ttl passed without its resumption), a stage's stop
-	// ("stopped_repeat", …), "degenerate" or "ok" (see chainStatus).
-	Status     string `json:"status"`
-	DurationMS int64  `json:"duration_ms"`
-	Tokens     int    `json:"tokens"`
-	// Client is the caller's User-Agent.
-	Client string `json:"client"`
-	// Resumed is set on a chain that went on with a client's tool results.
-	Resumed bool `json:"resumed,omitempty"`
-}
+// traceSummary is one chain in the trace list; its encoding, the head of
+// a stored trace document, is chain's, which proxy eval writes too.
+type traceSummary = chain.TraceSummary
 
 // stageBadge is a stage as the list shows it.
-type stageBadge struct {
-	Node   string `json:"node"`
-	Status string `json:"status"`
-	Turns  int    `json:"turns"`
-}
+type stageBadge = chain.StageBadge
 
 // traceRunning is the status of a chain still under way.
 const traceRunning = "running"
 
 // traceCancelled is the status of a chain whose client went away before
-// its answer (a stopped stream, a dropped connection), and of its stages
-// still running then: the trace so far is stored, and opens.
-const traceCancelled = "cancelled"
+// its answer (see chain.TraceCancelled).
+const traceCancelled = chain.TraceCancelled
 
 // traceAbandoned is the status of a chain that paused for its client's
 // tools (awaiting_client) and was not resumed within chain.resume_ttl,
@@ -429,7 +403,7 @@ func (h *traceHub) end(run *chain.RunRequest, who, id string, tr *chain.Trace, e
 	}
 	if tr != nil {
 		it.sum.Mode = tr.Mode
-		it.sum.Stages, it.sum.Tokens = badges(tr)
+		it.sum.Stages, it.sum.Tokens = chain.Badges(tr)
 		it.stale = false
 	}
 	it.sum.DurationMS = h.now().Sub(it.start).Milliseconds()
@@ -440,7 +414,7 @@ func (h *traceHub) end(run *chain.RunRequest, who, id string, tr *chain.Trace, e
 			it.sum.DurationMS = max(it.sum.DurationMS, st.StartMS+st.DurationMS)
 		}
 	}
-	it.sum.Status = chainStatus(tr, err)
+	it.sum.Status = chain.TraceStatus(tr, err)
 	it.heard = h.now()
 	return h.summary(it, h.now()), tr, true
 }
@@ -593,7 +567,7 @@ func (h *traceHub) owner(who string, all bool, id string) (string, bool) {
 // chain paused too long abandoned. h.mu is held.
 func (h *traceHub) summary(it *listedTrace, now time.Time) traceSummary {
 	if it.stale && it.partial != nil {
-		it.sum.Stages, it.sum.Tokens = badges(it.partial)
+		it.sum.Stages, it.sum.Tokens = chain.Badges(it.partial)
 	}
 	it.stale = false
 	s := it.sum
@@ -876,42 +850,6 @@ func (h *traceHub) expire(it *listedTrace, now time.Time) {
 		}
 	}
 	h.publish(it)
-}
-
-// badges are tr's stages for the list, and its tokens.
-func badges(tr *chain.Trace) ([]stageBadge, int) {
-	out := make([]stageBadge, 0, len(tr.Stages))
-	for _, st := range tr.Stages {
-		// A resumed chain's earlier stages are not seen again while it
-		// runs: they come back with its trace at the end.
-		if st.Node != "" {
-			out = append(out, stageBadge{Node: st.Node, Status: st.Status, Turns: st.Turns})
-		}
-	}
-	return out, tr.Usage().TotalTokens
-}
-
-// chainStatus is the list's word for how a chain ended: cancelled when its
-// client went away, failed when the request failed, awaiting_client when a
-// stage waits for the client's tools, else the first stage stop or
-// degenerate answer, else ok.
-func chainStatus(tr *chain.Trace, err error) string {
-	if errors.Is(err, context.Canceled) {
-		return traceCancelled
-	}
-	if tr == nil || err != nil || len(tr.Stages) == 0 {
-		return chain.StageFailed
-	}
-	status := chain.StageOK
-	for _, st := range tr.Stages {
-		switch {
-		case st.Status == chain.StageAwaitingClient:
-			return st.Status
-		case status == chain.StageOK && (strings.HasPrefix(st.Status, "stopped_") || st.Status == chain.StageDegenerate):
-			status = st.Status
-		}
-	}
-	return status
 }
 
 // question is the first line of judged, the user's words the classifier

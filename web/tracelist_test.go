@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -221,38 +220,6 @@ chain:
 	ids := []string{<-done, <-done}
 	if !slices.Contains(ids, id) {
 		t.Errorf("streamed chain %s is none of the requests' %q", id, ids)
-	}
-}
-
-func TestChainStatus(t *testing.T) {
-	st := func(statuses ...string) *chain.Trace {
-		tr := &chain.Trace{}
-		for _, s := range statuses {
-			tr.Stages = append(tr.Stages, chain.StageTrace{Node: "N", Status: s})
-		}
-		return tr
-	}
-	tests := []struct {
-		name string
-		tr   *chain.Trace
-		err  error
-		want string
-	}{
-		{"all ok", st("ok", "ok", "ok"), nil, "ok"},
-		{"first stop wins", st("stopped_repeat", "ok", "degenerate"), nil, "stopped_repeat"},
-		{"degenerate answer", st("ok", "ok", "degenerate"), nil, "degenerate"},
-		{"skipped offline is no stop", st("skipped_offline", "ok", "ok"), nil, "ok"},
-		{"waiting for the client", st("awaiting_client"), nil, "awaiting_client"},
-		{"the request failed", st("failed", "failed"), errors.New("every stage failed"), "failed"},
-		{"failed with no trace", nil, errors.New("canceled"), "failed"},
-		{"no stage", st(), nil, "failed"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := chainStatus(tt.tr, tt.err); got != tt.want {
-				t.Errorf("chainStatus = %q, want %q", got, tt.want)
-			}
-		})
 	}
 }
 
