@@ -6,6 +6,7 @@ import (
 	"html"
 	"io"
 	"math"
+	"net/url"
 	"strings"
 )
 
@@ -91,6 +92,11 @@ type pageData struct {
 	Routes                        []routeBar
 	ModeNames                     []string
 	Rows                          []row
+}
+
+// TraceURL is where the cockpit of the proxy at base opens trace id.
+func TraceURL(base, id string) string {
+	return strings.TrimRight(base, "/") + "/#/traces/" + url.PathEscape(id)
 }
 
 // WriteHTML writes the report as a self-contained page: its style and
@@ -328,8 +334,12 @@ func (d *pageData) write(w io.Writer) {
 		case r.Correct:
 			result = "right"
 		}
-		p("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td><code>%s</code></td></tr>\n",
-			esc(r.ID), esc(r.Mode), esc(r.Routed), esc(strings.Join(stages, " → ")), result, r.LatencyMS, esc(r.TraceID))
+		trace := "<code>" + esc(r.TraceID) + "</code>"
+		if d.Cockpit != "" {
+			trace = "<a href=\"" + esc(TraceURL(d.Cockpit, r.TraceID)) + "\">" + trace + "</a>"
+		}
+		p("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>\n",
+			esc(r.ID), esc(r.Mode), esc(r.Routed), esc(strings.Join(stages, " → ")), result, r.LatencyMS, trace)
 	}
 	p("</table>\n</details>\n</body>\n</html>\n")
 }

@@ -30,6 +30,9 @@ type Report struct {
 	SetSize  int      `json:"set_size"`
 	Judge    string   `json:"judge,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Cockpit is the base URL of the proxy whose cockpit opens the
+	// answers' traces (-cockpit): the page links each trace id there.
+	Cockpit string `json:"cockpit,omitempty"`
 	// Modes are the modes' summaries, in the order asked.
 	Modes []ModeSummary `json:"modes"`
 	// Comparisons set each chain mode against the best single node.

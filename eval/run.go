@@ -48,6 +48,9 @@ type Options struct {
 	// Traces, when set, receives each run's whole trace, one JSON line
 	// ({"trace_id","id","mode","chain"}), as it finishes.
 	Traces io.Writer
+	// Share, when set, keeps each run's trace where a proxy on the same
+	// store opens it, as it finishes.
+	Share *Sharing
 	// Conversation prefixes the conversation keys of the run's requests,
 	// so that no anti-loop state is shared with another run or a user.
 	Conversation string
@@ -154,7 +157,7 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 		go func() {
 			defer wg.Done()
 			for j := range todo {
-				res, tr := ask(ctx, r, &o, j)
+				res, tr, sum := ask(ctx, r, &o, j)
 				if ctx.Err() != nil {
 					continue // cut short, not finished: -resume asks it again
 				}
@@ -162,6 +165,11 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 					traceMu.Lock()
 					writeTrace(o.Traces, res, tr)
 					traceMu.Unlock()
+				}
+				if o.Share != nil && tr != nil {
+					if err := o.Share.put(ctx, &sum, tr); err != nil && o.Share.Failed != nil {
+						o.Share.Failed(res.TraceID, err)
+					}
 				}
 				select {
 				case out <- res:
@@ -180,9 +188,10 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 }
 
 // ask runs one job, and the judge when the item needs it. The trace is
-// nil when the request never started (an unknown model).
-func ask(ctx context.Context, r Runner, o *Options, j job) (Result, *chain.Trace) {
-	res := Result{ID: j.item.ID, Mode: j.mode, TraceID: newID()}
+// nil when the request never started (an unknown model); sum is its
+// summary, as the cockpit's list shows it.
+func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, tr *chain.Trace, sum chain.TraceSummary) {
+	res = Result{ID: j.item.ID, Mode: j.mode, TraceID: newID()}
 	req := &chain.RunRequest{
 		TraceID:      res.TraceID,
 		Model:        j.mode,
@@ -201,7 +210,6 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (Result, *chain.Trace
 	})
 	res.LatencyMS = time.Since(t0).Milliseconds()
 	res.TTFTMS = first.Milliseconds()
-	var tr *chain.Trace
 	if out != nil {
 		tr = &out.Trace
 		res.Answer = out.Message.Content
@@ -212,10 +220,11 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (Result, *chain.Trace
 	}
 	if tr != nil {
 		describe(&res, tr)
+		sum = summary(&res, req, t0.UnixMilli(), tr, err)
 	}
 	if err != nil {
 		res.Failed, res.Error = true, err.Error()
-		return res, tr
+		return res, tr, sum
 	}
 	if j.item.NeedsJudge() {
 		v, err := judge(ctx, r, o, j.item, res.Answer)
@@ -229,7 +238,7 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (Result, *chain.Trace
 		res.Correct = Score(j.item, res.Answer)
 	}
 	res.Answer = cut(res.Answer, answerCap)
-	return res, tr
+	return res, tr, sum
 }
 
 // describe fills what res reports of the run's trace.

@@ -41,6 +41,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	concurrency := fs.Int("concurrency", 2, "requests at once")
 	judgeNode := fs.String("judge", "", "`node` that grades items without an answer (or with match judge)")
 	out := fs.String("out", "", "`dir`ectory for report.json, report.html and traces.jsonl")
+	cockpit := fs.String("cockpit", "", "base `URL` of a proxy on the same store (store.redis_url), e.g. http://127.0.0.1:8080: report.html links each trace id to its cockpit")
 	resume := fs.Bool("resume", false, "continue the run whose report.json is in -out: ask only what it lacks")
 	var temperature *float64
 	var seed *int64
@@ -152,6 +153,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer tf.Close()
 		opts.Traces = tf
 	}
+	share, why := evalSharing(cfg, w.store, red, logger)
+	opts.Share = share
+	if *cockpit != "" && share == nil {
+		warnings = append(warnings, "-cockpit: the traces are not shared with a proxy ("+why+"), so report.html does not link them")
+	}
 	for _, m := range warnings {
 		fmt.Fprintln(stderr, "eval: warning:", m)
 	}
@@ -162,6 +168,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep.Data, rep.Started, rep.Finished = *data, started, time.Now().UTC()
 	rep.Judge, rep.Warnings = *judgeNode, warnings
 	rep.Interrupted = runErr != nil
+	if share != nil {
+		rep.Cockpit = *cockpit
+	}
 	if err := rep.WriteTable(stdout); err != nil {
 		return 1
 	}
@@ -172,6 +181,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "report: %s, %s (traces: %s)\n", filepath.Join(*out, "report.html"), filepath.Join(*out, "report.json"), filepath.Join(*out, "traces.jsonl"))
 	}
+	fmt.Fprintln(stdout, tracesNote(share, why, *cockpit, *out))
 	if rep.Interrupted {
 		return 130
 	}
@@ -228,6 +238,45 @@ func evalConfig(path string, demo bool, logger *slog.Logger) (*config.Config, fu
 		cfg.Tools.Root, cleanup = root, func() { os.RemoveAll(root) }
 	}
 	return cfg, cleanup, nil
+}
+
+// evalSharing is where the answers' traces are kept for a proxy's cockpit:
+// the store, when it is shared (Redis), under the callers that open them
+// — "" when the server has no API keys, else each admin key's identity
+// (an admin key opens any caller's trace; another key, its own only, and
+// eval's are nobody's). nil, and why, when a proxy could not open them.
+func evalSharing(cfg *config.Config, st eval.TraceStore, red redact.Redactor, logger *slog.Logger) (*eval.Sharing, string) {
+	if cfg.Store.RedisURL == "" {
+		return nil, "no store.redis_url: a proxy keeps its traces in its own process"
+	}
+	var owners []string
+	switch {
+	case len(cfg.Server.APIKeys) == 0:
+		owners = []string{""}
+	case len(cfg.Server.AdminKeys) == 0:
+		return nil, "server.api_keys without server.admin_keys: only an admin key may open another's traces"
+	default:
+		for _, k := range cfg.Server.AdminKeys {
+			owners = append(owners, chain.CallerID(k))
+		}
+	}
+	return &eval.Sharing{Store: st, Owners: owners, Redact: red.String, Failed: func(id string, err error) {
+		logger.Warn("keeping a trace for the cockpit", "trace_id", id, "err", err)
+	}}, ""
+}
+
+// tracesNote says where the answers' traces are and how to open them.
+func tracesNote(share *eval.Sharing, why, cockpit, out string) string {
+	switch {
+	case share != nil && cockpit != "":
+		return "traces: in the store (store.redis_url); open one at " + eval.TraceURL(cockpit, "TRACE_ID") + " (report.html links each)"
+	case share != nil:
+		return "traces: in the store (store.redis_url); a proxy on this configuration opens one at http://ADDR/#/traces/TRACE_ID (give -cockpit URL for links in report.html)"
+	case out != "":
+		return "traces: not in a proxy's cockpit (" + why + "); each is a line of " + filepath.Join(out, "traces.jsonl") +
+			": grep TRACE_ID " + filepath.Join(out, "traces.jsonl") + " | jq .chain"
+	}
+	return "traces: not kept (" + why + "): give -out DIR to keep them in DIR/traces.jsonl"
 }
 
 // evalModes expands -modes: "nodes" is every node alone; every other name
