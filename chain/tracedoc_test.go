@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestChainStatus(t *testing.T) {
+func TestTraceStatus(t *testing.T) {
 	st := func(statuses ...string) *Trace {
 		tr := &Trace{}
 		for _, s := range statuses {
