@@ -135,25 +135,6 @@ func (r *run) endSpans(ctx context.Context) {
 	}
 }
 
-// tracedSend is send in the model call's span when the request is traced:
-// the span is the context of the HTTP call, so the node's request carries
-// its traceparent.
-func (r *run) tracedSend(ctx context.Context, s *stage, offered []Tool, f fitted) (Message, error) {
-	ctx, span := r.startCall(ctx, s, s.node, "", f.msgs, len(offered))
-	if span == nil {
-		return r.send(ctx, s, offered, f)
-	}
-	calls := len(s.st.Calls)
-	s.model = ""
-	msg, err := r.send(ctx, s, offered, f)
-	var mc *ModelCall
-	if len(s.st.Calls) > calls {
-		mc = &s.st.Calls[len(s.st.Calls)-1]
-	}
-	r.endCall(span, mc, s.model, &msg, err)
-	return msg, err
-}
-
 // startCall starts the span of a model call of stage s to node n
 // ("chat {model}", a client span): a child of the stage's span, or of the
 // request's for a call made after the stage ended (the answer of the last

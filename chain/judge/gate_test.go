@@ -134,7 +134,7 @@ func testGateLoop(t *testing.T, sentence string, split func(string, string) []st
 	t.Error("the loop was never stopped")
 }
 
-// streamed is what the engine's run.model does with each chunk: Pass, else Next.
+// streamed is what the engine's run.stream does with each chunk: Pass, else Next.
 func streamed(g *AnswerGate, content string) (string, error) {
 	if out, ok := g.Pass(content); ok {
 		return out, nil
