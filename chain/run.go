@@ -187,51 +187,12 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		last = done[len(done)-1]
 	}
 	for i := from; i < len(stages); i++ {
-		sc := stages[i]
-		node := r.e.nodes[sc.Node]
 		var stageErr error
 		s := resumed
 		if i != from || s == nil {
-			after := r.reachableAfter(i)
-			s = r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
-			// Only the stages with tools are offered any, the client's
-			// included (stageTools): a stage without them needs no model
-			// that takes tools, whatever the client brought.
-			if s.cfg.tools {
-				if err := r.fitTools(ctx, s); err != nil {
-					return nil, err
-				}
-			}
-			s.answers = after == 0
-			s.allowed = min(sc.MaxTurns, r.left-after)
-			if s.answers && s.cfg.tools {
-				if r.left <= 1 {
-					// One turn left: it must answer, so it gets no tools.
-					s.cfg.tools = false
-				} else if s.allowed >= r.left {
-					// Keep one turn for the final call without tools.
-					s.allowed = r.left - 1
-				}
-			}
-			s.allowed = max(s.allowed, 1)
-			if s.cfg.tools {
-				r.chooseTools(ctx, s, done)
-			}
-			s.msgs = r.partsFor(ctx, s, r.stageMessages(ctx, s, done, i, len(stages)))
-			s.base = len(s.msgs)
-			if err := r.startStage(ctx, s); err != nil {
+			var err error
+			if s, err = r.openStage(ctx, i, done, last); err != nil {
 				return nil, err
-			}
-			if cause, ok := r.e.offline.lookup(node.Name); ok {
-				s.stop = StageSkippedOffline
-				s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttlOf(node.Name), cause)
-			} else if last != nil && last.answers {
-				// The node was offline when an earlier stage became the
-				// answering one, and is back: that stage answered, and its
-				// answer may have reached the client already. A second
-				// answer would be glued to it.
-				s.stop = StageSkippedOffline
-				s.st.Error = fmt.Sprintf("node %s was offline when %s became the answering stage, which answered", node.Name, last.node.Name)
 			}
 		}
 		if s.answers {
@@ -317,6 +278,58 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 		}
 	}
 	return r.result(last)
+}
+
+// openStage builds and starts stage i of the chain after the stages done
+// (last is the last of them that worked): its tools fitted and chosen, its
+// turns out of the budgets, its messages, and its skip when its node is
+// remembered offline or came back after an earlier stage answered.
+func (r *run) openStage(ctx context.Context, i int, done []*stage, last *stage) (*stage, error) {
+	stages := r.e.cfg.Chain.Stages
+	sc := stages[i]
+	node := r.e.nodes[sc.Node]
+	after := r.reachableAfter(i)
+	s := r.newStage(len(r.trace.Stages), node, stageConfig{tools: sc.Tools, prompt: sc.Prompt})
+	// Only the stages with tools are offered any, the client's
+	// included (stageTools): a stage without them needs no model
+	// that takes tools, whatever the client brought.
+	if s.cfg.tools {
+		if err := r.fitTools(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	s.answers = after == 0
+	s.allowed = min(sc.MaxTurns, r.left-after)
+	if s.answers && s.cfg.tools {
+		if r.left <= 1 {
+			// One turn left: it must answer, so it gets no tools.
+			s.cfg.tools = false
+		} else if s.allowed >= r.left {
+			// Keep one turn for the final call without tools.
+			s.allowed = r.left - 1
+		}
+	}
+	s.allowed = max(s.allowed, 1)
+	if s.cfg.tools {
+		r.chooseTools(ctx, s, done)
+	}
+	s.msgs = r.partsFor(ctx, s, r.stageMessages(ctx, s, done, i, len(stages)))
+	s.base = len(s.msgs)
+	if err := r.startStage(ctx, s); err != nil {
+		return nil, err
+	}
+	if cause, ok := r.e.offline.lookup(node.Name); ok {
+		s.stop = StageSkippedOffline
+		s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttlOf(node.Name), cause)
+	} else if last != nil && last.answers {
+		// The node was offline when an earlier stage became the
+		// answering one, and is back: that stage answered, and its
+		// answer may have reached the client already. A second
+		// answer would be glued to it.
+		s.stop = StageSkippedOffline
+		s.st.Error = fmt.Sprintf("node %s was offline when %s became the answering stage, which answered", node.Name, last.node.Name)
+	}
+	return s, nil
 }
 
 // allSkipped reports whether every stage of the trace has status.
