@@ -125,7 +125,7 @@ func (e *Engine) takesTools(ctx context.Context, n *Node) bool {
 // yet (a node down at startup has come back).
 func (e *Engine) learnCaps(ctx context.Context, n *Node) ([]string, bool) {
 	caps, known := e.Capabilities(n.Name)
-	if !known && !e.offline.isOffline(n.Name) && !e.caps.wasAsked(n.Name) {
+	if !known && !e.offline.IsOffline(n.Name) && !e.caps.wasAsked(n.Name) {
 		// An offline node is skipped anyway: asking it would only wait.
 		if err := e.describe(ctx, n); err == nil {
 			caps, known = e.caps.get(n.Name)

@@ -92,7 +92,7 @@ type Engine struct {
 	guard      *antiloop.Guard
 	classifier *classify.Classifier
 	admission  node.Admitter
-	offline    *offlineSet
+	offline    *node.Offline
 	caps       *capabilities
 	resume     ResumeStore
 	log        *slog.Logger
@@ -123,7 +123,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		guard:      deps.Guard,
 		classifier: deps.Classifier,
 		admission:  deps.Admission,
-		offline:    newOfflineSet(30*time.Second, time.Now),
+		offline:    node.NewOffline(30*time.Second, time.Now),
 		caps:       newCapabilities(),
 		resume:     deps.Resume,
 		log:        deps.Logger,
@@ -167,7 +167,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			node.keepAlive = &d
 		}
 		if n.OfflineFor > 0 {
-			e.offline.ttls[n.Name] = n.OfflineFor
+			e.offline.SetTTL(n.Name, n.OfflineFor)
 		}
 		e.nodes[n.Name] = node
 		e.order = append(e.order, node)
@@ -494,10 +494,10 @@ func (e *Engine) Probe(ctx context.Context, name string) error {
 	var ue *node.UpstreamError
 	switch {
 	case err == nil:
-		e.offline.clear(name)
+		e.offline.Clear(name)
 		err = e.describe(ctx, n)
 	case errors.As(err, &ue) && ue.Offline():
-		e.offline.mark(name, ue.Error())
+		e.offline.Mark(name, ue.Error())
 	}
 	return err
 }

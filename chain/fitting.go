@@ -444,7 +444,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 	if err != nil {
 		var ue *node.UpstreamError
 		if errors.As(err, &ue) && ue.Offline() {
-			r.e.offline.mark(n.Name, ue.Error())
+			r.e.offline.Mark(n.Name, ue.Error())
 		}
 		if _, over := contextOverflow(err); over {
 			// Its tokenizer is denser than estimated: the stage's own call

@@ -165,7 +165,7 @@ func (s *stage) output() string { return strings.Join(s.content, "\n\n") }
 func (r *run) reachableAfter(i int) int {
 	n := 0
 	for _, s := range r.e.cfg.Chain.Stages[i+1:] {
-		if !r.e.offline.isOffline(s.Node) {
+		if !r.e.offline.IsOffline(s.Node) {
 			n++
 		}
 	}
@@ -318,9 +318,9 @@ func (r *run) openStage(ctx context.Context, i int, done []*stage, last *stage) 
 	if err := r.startStage(ctx, s); err != nil {
 		return nil, err
 	}
-	if cause, ok := r.e.offline.lookup(node.Name); ok {
+	if cause, ok := r.e.offline.Lookup(node.Name); ok {
 		s.stop = StageSkippedOffline
-		s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.ttlOf(node.Name), cause)
+		s.st.Error = fmt.Sprintf("node %s is remembered offline for %s after: %s", node.Name, r.e.offline.TTL(node.Name), cause)
 	} else if last != nil && last.answers {
 		// The node was offline when an earlier stage became the
 		// answering one, and is back: that stage answered, and its
@@ -440,7 +440,7 @@ func (r *run) endStage(s *stage) error {
 func (r *run) stageError(s *stage, err error) {
 	var ue *node.UpstreamError
 	if errors.As(err, &ue) && ue.Offline() {
-		r.e.offline.mark(s.node.Name, r.e.redact.String(ue.Error()))
+		r.e.offline.Mark(s.node.Name, r.e.redact.String(ue.Error()))
 		if s.st.Turns == 1 && len(s.content) == 0 && len(s.st.ToolsUsed) == 0 {
 			// Refused at the first call: the node did no work, so the turn
 			// goes back to the budget.

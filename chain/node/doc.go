@@ -4,7 +4,8 @@
 // the neutral Request, Chunk and Message they speak), the errors a node
 // call fails with (UpstreamError and its kinds), a node of several hosts
 // and the choice among them (Hosts), the clock of one call (CallClock),
-// the caps on what an upstream may send (NewHTTPClient), and the
+// the caps on what an upstream may send (NewHTTPClient), the set of
+// nodes remembered offline and their probing (Offline), and the
 // splitting of reasoning written in think tags (ThinkSplitter). The
 // backends of the two protocols live below it, in node/ollama and
 // node/openai.

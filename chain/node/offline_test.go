@@ -1,4 +1,4 @@
-package chain
+package node
 
 import (
 	"context"
@@ -15,8 +15,8 @@ import (
 func TestOfflineRecheck(t *testing.T) {
 	for _, up := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			o := newOfflineSet(time.Minute, time.Now)
-			o.mark("N", "connection refused")
+			o := NewOffline(time.Minute, time.Now)
+			o.Mark("N", "connection refused")
 			open := make(chan struct{})
 			var probes, inFlight, most atomic.Int64
 			probe := func() {
@@ -26,16 +26,16 @@ func TestOfflineRecheck(t *testing.T) {
 				most.Store(max(most.Load(), n))
 				<-open
 				if up {
-					o.clear("N")
+					o.Clear("N")
 				} else {
-					o.mark("N", "still refused")
+					o.Mark("N", "still refused")
 				}
 			}
 			const reqs = 5
 			var wg sync.WaitGroup
 			offs := make([]bool, reqs)
 			for i := range reqs {
-				wg.Go(func() { _, offs[i] = o.recheck(context.Background(), "N", probe) })
+				wg.Go(func() { _, offs[i] = o.Recheck(context.Background(), "N", probe) })
 			}
 			synctest.Wait()
 			close(open)
@@ -48,8 +48,8 @@ func TestOfflineRecheck(t *testing.T) {
 					t.Errorf("up %v: request %d offline = %v, want %v", up, i, off, !up)
 				}
 			}
-			if cause, off := o.lookup("N"); !up && (!off || cause != "still refused") {
-				t.Errorf("after a failed probe: lookup = %q, %v, want the probe's cause", cause, off)
+			if cause, off := o.Lookup("N"); !up && (!off || cause != "still refused") {
+				t.Errorf("after a failed probe: Lookup = %q, %v, want the probe's cause", cause, off)
 			}
 		})
 	}
