@@ -15,8 +15,8 @@ import (
 // One model call, by layer: turns is the stage's turn loop, call (or
 // callNoTurn) accounts for one turn, fittedCall fits the prompt to the
 // node's window (and refits once when the node refuses it), nodeCall
-// makes the call to the node, and Node.chat applies the proxy's caps and
-// masks to what the backend streams. nodeCall's steps each read alone:
+// makes the call to the node, and node.Caps.Chat applies the proxy's caps
+// and masks to what the backend streams. nodeCall's steps each read alone:
 // admit waits for the node's admission, stream collects the answer (and
 // retries a batch request), recordCall writes the trace, and judgeCall
 // turns what came back into the stage's message.
@@ -123,7 +123,7 @@ func (r *run) nodeCall(ctx context.Context, s *stage, offered []Tool, f fitted) 
 	cs := callStates.Get().(*callState)
 	defer cs.free()
 	cs.req = node.Request{Model: s.node.Model, Messages: f.msgs, Tools: offered, Params: r.req.Params, Whole: r.whole, Idle: r.req.Idle, KeepAlive: r.keepAlive(s), NumCtx: s.node.numCtx, Host: &s.host}
-	req := s.node.capped(&cs.req)
+	req := s.node.caps.Apply(&cs.req)
 	if !s.answers {
 		req.Params.Format = nil
 	}
@@ -194,7 +194,7 @@ func (r *run) stream(ctx context.Context, s *stage, cs *callState, req *node.Req
 			cs.gate.Copies = s.earlier
 		}
 		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
-		callErr = s.node.chat(ctx, req, func(c node.Chunk) error {
+		callErr = s.node.caps.Chat(ctx, s.node.Backend, req, func(c node.Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
 				// short one at once spares the first six doublings.

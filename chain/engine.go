@@ -68,10 +68,9 @@ type Node struct {
 	Backend node.Backend
 	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
 	keepAlive *time.Duration
-	// maxArgs is tools.max_args_bytes, and redact the engine's redactor:
-	// what chat applies to every call (see Node.chat).
-	maxArgs int
-	redact  redact.Redactor
+	// caps are what every call to the node is held to: tools.max_args_bytes,
+	// max_output_bytes and the engine's redactor (node.Caps.Chat).
+	caps node.Caps
 	// numCtx is the window the node's server is asked to run the model
 	// with (Request.NumCtx): its context_window, or the largest of the
 	// nodes sharing its Ollama runner (config.RunnerWindows), so that they
@@ -155,7 +154,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 				h.ShareLimits(ha)
 			}
 		}
-		node := &Node{Node: n, Backend: b, maxArgs: cfg.Tools.MaxArgsBytes, redact: e.redact, numCtx: n.ContextWindow}
+		node := &Node{Node: n, Backend: b, caps: node.Caps{MaxArgs: cfg.Tools.MaxArgsBytes, MaxOutput: n.MaxOutputBytes, Redact: e.redact}, numCtx: n.ContextWindow}
 		if w, ok := runnerWindows[n.Name]; ok {
 			node.numCtx = w
 		}

@@ -423,10 +423,10 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 	maxTokens := min(memory.SummaryTokens, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
 	// Asked of the summarizer's server once if nothing tells yet.
 	caps, _ := r.e.learnCaps(ctx, n)
-	req := n.capped(&node.Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.numCtx,
+	req := n.caps.Apply(&node.Request{Model: n.Model, Messages: prompt, Whole: true, Params: Params{MaxTokens: &maxTokens}, KeepAlive: n.keepAlive, NumCtx: n.numCtx,
 		NoThink: thinks(n, caps)})
 	cctx, span := r.startCall(ctx, s, n, mc.Kind, prompt, 0)
-	err := n.chat(cctx, req, func(c node.Chunk) error {
+	err := n.caps.Chat(cctx, n.Backend, req, func(c node.Chunk) error {
 		text.WriteString(c.Content)
 		if c.Usage != nil {
 			usage = c.Usage

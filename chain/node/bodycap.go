@@ -20,7 +20,7 @@ const MaxBodyBytes = 32 << 20
 // decoded: net/http decodes the gzip it asks for, so a small body that
 // inflates to gigabytes is cut at the cap too. Chat answers stream and are
 // bounded where they are read: each line or event, and the call's output
-// (see Node.chat). It fails the body of an answer no backend can read (see
+// (see Caps.Chat). It fails the body of an answer no backend can read (see
 // unreadable) or of an HTML page (markupBody), and sends the traceparent
 // of a traced call.
 type boundedTransport struct{ base http.RoundTripper }

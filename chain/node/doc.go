@@ -4,11 +4,17 @@
 // the neutral Request, Chunk and Message they speak), the errors a node
 // call fails with (UpstreamError and its kinds), a node of several hosts
 // and the choice among them (Hosts), the clock of one call (CallClock),
-// the caps on what an upstream may send (NewHTTPClient), the set of
-// nodes remembered offline and their probing (Offline), and the
-// splitting of reasoning written in think tags (ThinkSplitter). The
-// backends of the two protocols live below it, in node/ollama and
-// node/openai.
+// the caps on what an upstream may send (NewHTTPClient) and on what a
+// call passes on, masked (Caps), the set of nodes remembered offline and
+// their probing (Offline), and the splitting of reasoning written in
+// think tags (ThinkSplitter). The backends of the two protocols live
+// below it, in node/ollama and node/openai.
+//
+// The keep-alive a call asks for stays in the engine (run.keepAlive):
+// it is the client's in simple mode and relay, the node's configured one
+// in the chain, a choice made on the request's mode, which is the
+// engine's state, not the node's; a method here would take the mode as
+// an argument and only forward.
 //
 // It must not import the engine (chain), web, store, tools, classify or
 // memory: a backend needs none of them, and the packages that do need a

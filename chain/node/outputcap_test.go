@@ -1,12 +1,10 @@
-package chain
+package node
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"chainproxy/chain/node"
-	"chainproxy/config"
 	"chainproxy/internal/redact"
 
 	"github.com/google/go-cmp/cmp"
@@ -14,14 +12,14 @@ import (
 
 // script is a backend that sends its chunks, then, when endless is set,
 // blocks until its context ends, as a server streaming without end would:
-// a chat that did not stop it at the cap would hang there.
+// a Chat that did not stop it at the cap would hang there.
 type script struct {
-	chunks  []node.Chunk
+	chunks  []Chunk
 	endless bool
 	gotArgs int // the request's MaxArgsBytes
 }
 
-func (s *script) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
+func (s *script) Chat(ctx context.Context, req *Request, fn func(Chunk) error) error {
 	s.gotArgs = req.MaxArgsBytes
 	for _, c := range s.chunks {
 		if err := fn(c); err != nil {
@@ -35,38 +33,38 @@ func (s *script) Chat(ctx context.Context, req *node.Request, fn func(node.Chunk
 	return nil
 }
 
-// TestNodeChatOutputCap: content and reasoning together stop at the node's
+// TestCapsChatOutputCap: content and reasoning together stop at the node's
 // max_output_bytes, cut on a rune boundary; the last chunk delivered
 // finishes "length" (or "tool_calls" with the calls it carried) and says
 // why in Cut, and the backend's call is cancelled.
-func TestNodeChatOutputCap(t *testing.T) {
+func TestCapsChatOutputCap(t *testing.T) {
 	call := []ToolCall{{ID: "c", Name: "f", Arguments: "{}"}}
 	tests := []struct {
 		name    string
 		limit   int
-		chunks  []node.Chunk
+		chunks  []Chunk
 		endless bool
-		want    []node.Chunk // Cut is checked apart
+		want    []Chunk // Cut is checked apart
 	}{
-		{"under the cap", 10, []node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
-			[]node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
-		{"exactly the cap", 5, []node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
-			[]node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
-		{"endless stream", 5, []node.Chunk{{Content: "abc"}, {Content: "def"}, {Content: "ghi"}}, true,
-			[]node.Chunk{{Content: "abc"}, {Content: "de", FinishReason: "length"}}},
-		{"reasoning counts", 5, []node.Chunk{{Reasoning: "abcd"}, {Reasoning: "ef", Content: "gh"}}, true,
-			[]node.Chunk{{Reasoning: "abcd"}, {Reasoning: "e", FinishReason: "length"}}},
-		{"cut on a rune boundary", 4, []node.Chunk{{Content: "ab"}, {Content: "é€"}}, true,
-			[]node.Chunk{{Content: "ab"}, {Content: "é", FinishReason: "length"}}},
-		{"tool calls in the overflowing last chunk kept", 3, []node.Chunk{{Content: "abcd", ToolCalls: call, FinishReason: "tool_calls"}}, false,
-			[]node.Chunk{{Content: "abc", ToolCalls: call, FinishReason: "tool_calls"}}},
+		{"under the cap", 10, []Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
+			[]Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
+		{"exactly the cap", 5, []Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}, false,
+			[]Chunk{{Content: "abc"}, {Content: "de", FinishReason: "stop"}}},
+		{"endless stream", 5, []Chunk{{Content: "abc"}, {Content: "def"}, {Content: "ghi"}}, true,
+			[]Chunk{{Content: "abc"}, {Content: "de", FinishReason: "length"}}},
+		{"reasoning counts", 5, []Chunk{{Reasoning: "abcd"}, {Reasoning: "ef", Content: "gh"}}, true,
+			[]Chunk{{Reasoning: "abcd"}, {Reasoning: "e", FinishReason: "length"}}},
+		{"cut on a rune boundary", 4, []Chunk{{Content: "ab"}, {Content: "é€"}}, true,
+			[]Chunk{{Content: "ab"}, {Content: "é", FinishReason: "length"}}},
+		{"tool calls in the overflowing last chunk kept", 3, []Chunk{{Content: "abcd", ToolCalls: call, FinishReason: "tool_calls"}}, false,
+			[]Chunk{{Content: "abc", ToolCalls: call, FinishReason: "tool_calls"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := &script{chunks: tt.chunks, endless: tt.endless}
-			n := &Node{Node: config.Node{Name: "A", MaxOutputBytes: tt.limit}, Backend: b, maxArgs: 100}
-			var got []node.Chunk
-			err := n.chat(t.Context(), &node.Request{}, func(c node.Chunk) error {
+			cp := &Caps{MaxArgs: 100, MaxOutput: tt.limit}
+			var got []Chunk
+			err := cp.Chat(t.Context(), b, &Request{}, func(c Chunk) error {
 				got = append(got, c)
 				return nil
 			})
@@ -93,20 +91,20 @@ func TestNodeChatOutputCap(t *testing.T) {
 	}
 }
 
-// TestNodeChatMasksSecrets: a secret the upstream writes into its answer,
+// TestCapsChatMasksSecrets: a secret the upstream writes into its answer,
 // split between chunks, in the reasoning or a tool call's arguments, never
 // reaches the caller.
-func TestNodeChatMasksSecrets(t *testing.T) {
+func TestCapsChatMasksSecrets(t *testing.T) {
 	const key = "node-key-123456"
-	b := &script{chunks: []node.Chunk{
+	b := &script{chunks: []Chunk{
 		{Reasoning: "I was sent node-k"}, {Reasoning: "ey-123456."},
 		{Content: "Your key: node-ke"}, {Content: "y-1"}, {Content: "23456 and the end node-"},
 		{FinishReason: "tool_calls", ToolCalls: []ToolCall{{ID: "c", Name: "f", Arguments: `{"k":"` + key + `"}`}}},
 	}}
-	n := &Node{Node: config.Node{Name: "A"}, Backend: b, redact: redact.New(key)}
+	cp := &Caps{Redact: redact.New(key)}
 	var content, reasoning strings.Builder
 	var calls []ToolCall
-	if err := n.chat(t.Context(), &node.Request{}, func(c node.Chunk) error {
+	if err := cp.Chat(t.Context(), b, &Request{}, func(c Chunk) error {
 		content.WriteString(c.Content)
 		reasoning.WriteString(c.Reasoning)
 		calls = append(calls, c.ToolCalls...)

@@ -1,4 +1,4 @@
-package chain
+package node
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
 )
@@ -15,8 +14,19 @@ import (
 // cap; chat turns it into a finish "length".
 var errOutputCap = errors.New("output cap reached")
 
-// chat calls the node's backend with what the proxy applies to every
-// model call, whatever the backend:
+// Caps are what the proxy applies to every call of a node, whatever its
+// backend (Caps.Chat).
+type Caps struct {
+	// MaxArgs is tools.max_args_bytes.
+	MaxArgs int
+	// MaxOutput is nodes[].max_output_bytes; 0 is its default.
+	MaxOutput int
+	// Redact masks the configured secrets.
+	Redact redact.Redactor
+}
+
+// Chat calls the backend b with what the proxy applies to every model
+// call, whatever the backend:
 //
 //   - the configured secrets are masked in the content, the reasoning,
 //     the tool calls (names, ids and arguments) and the model's name, as
@@ -29,24 +39,24 @@ var errOutputCap = errors.New("output cap reached")
 //   - backends keep tool call arguments up to tools.max_args_bytes+1
 //     bytes each (see Request.MaxArgsBytes), and max_output_bytes for
 //     all the answer's calls together (Request.MaxCallsBytes).
-func (n *Node) chat(ctx context.Context, req *node.Request, fn func(node.Chunk) error) error {
-	limit := n.outputLimit()
-	if req.MaxArgsBytes != n.maxArgs || req.MaxCallsBytes != limit {
-		// Callers build their requests with the caps (capped); a request
+func (cp *Caps) Chat(ctx context.Context, b Backend, req *Request, fn func(Chunk) error) error {
+	limit := cp.outputLimit()
+	if req.MaxArgsBytes != cp.MaxArgs || req.MaxCallsBytes != limit {
+		// Callers build their requests with the caps (Apply); a request
 		// that comes without them is copied.
 		r := *req
-		r.MaxArgsBytes, r.MaxCallsBytes = n.maxArgs, limit
+		r.MaxArgsBytes, r.MaxCallsBytes = cp.MaxArgs, limit
 		req = &r
 	}
 	// A backend whose fn fails returns at once and closes the response
 	// body unread: a capped call's connection is closed, not drained.
 	var mask *masking
-	if !n.redact.Empty() {
+	if !cp.Redact.Empty() {
 		// Only a configuration with secrets pays for the streams.
-		mask = &masking{content: n.redact.Stream(), reasoning: n.redact.Stream()}
+		mask = &masking{content: cp.Redact.Stream(), reasoning: cp.Redact.Stream()}
 	}
 	used := 0
-	err := n.Backend.Chat(ctx, req, func(c node.Chunk) error {
+	err := b.Chat(ctx, req, func(c Chunk) error {
 		if mask != nil {
 			c.Content, c.Reasoning = mask.content.Feed(c.Content), mask.reasoning.Feed(c.Reasoning)
 			if c.FinishReason != "" {
@@ -57,9 +67,9 @@ func (n *Node) chat(ctx context.Context, req *node.Request, fn func(node.Chunk) 
 			// the client, the trace and the spans as its arguments do.
 			for i := range c.ToolCalls {
 				tc := &c.ToolCalls[i]
-				tc.ID, tc.Name, tc.Arguments = n.redact.Values(tc.ID), n.redact.Values(tc.Name), n.redact.Values(tc.Arguments)
+				tc.ID, tc.Name, tc.Arguments = cp.Redact.Values(tc.ID), cp.Redact.Values(tc.Name), cp.Redact.Values(tc.Arguments)
 			}
-			c.Model = n.redact.Values(c.Model)
+			c.Model = cp.Redact.Values(c.Model)
 			if c.Empty() {
 				return nil // all held back: it may be the start of a secret
 			}
@@ -96,16 +106,16 @@ func (n *Node) chat(ctx context.Context, req *node.Request, fn func(node.Chunk) 
 type masking struct{ content, reasoning redact.Stream }
 
 // outputLimit is nodes[].max_output_bytes, or its default.
-func (n *Node) outputLimit() int {
-	if n.MaxOutputBytes > 0 {
-		return n.MaxOutputBytes
+func (cp *Caps) outputLimit() int {
+	if cp.MaxOutput > 0 {
+		return cp.MaxOutput
 	}
 	return config.DefaultMaxOutputBytes
 }
 
-// capped returns req with n's caps set, for Node.chat.
-func (n *Node) capped(req *node.Request) *node.Request {
-	req.MaxArgsBytes, req.MaxCallsBytes = n.maxArgs, n.outputLimit()
+// Apply returns req with the caps set, for Chat.
+func (cp *Caps) Apply(req *Request) *Request {
+	req.MaxArgsBytes, req.MaxCallsBytes = cp.MaxArgs, cp.outputLimit()
 	return req
 }
 
