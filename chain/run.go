@@ -120,7 +120,7 @@ type stage struct {
 	// badCall is the last call's unreadable text tool call, if any.
 	badCall judge.TextCalls
 	// awaiting are the client calls the stage waits for, and clientRes
-	// what the stage knows of each client call identity (clienttools.go).
+	// what the stage knows of each client call identity (client_chain.go).
 	awaiting  []pendingCall
 	clientRes map[uint64]clientSeen
 	// span is the stage's exported span, nil unless the request is
