@@ -247,6 +247,11 @@ type RunRequest struct {
 	TraceID string
 	// Model is the client's model field, resolved with Resolve.
 	Model string
+	// Route is Model resolved, when the caller resolved it already (an API
+	// front does, to refuse an unknown model before anything else and to
+	// know whether the run needs a conversation key): Run then takes it
+	// rather than resolving again. Nil: Run resolves Model.
+	Route *Route `json:"-"`
 	// ForcedMode comes from the X-Chain-Mode header ("" = not forced).
 	ForcedMode string
 	// Category is the route category (X-Chain-Category).
@@ -319,7 +324,7 @@ var ErrAllStagesFailed = errors.New("every stage of the chain failed")
 // Run answers req. emit, when not nil, receives the run's events as they
 // happen on the caller's goroutine; an error from emit ends the run with it.
 func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) error) (*Result, error) {
-	route, err := e.Resolve(req.Model)
+	route, err := e.route(req)
 	if err != nil {
 		return nil, err
 	}
@@ -375,6 +380,14 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil && !background)
 	}
 	return r.reflexive(ctx)
+}
+
+// route is req's route: the one its caller resolved, else Model's.
+func (e *Engine) route(req *RunRequest) (Route, error) {
+	if req.Route != nil {
+		return *req.Route, nil
+	}
+	return e.Resolve(req.Model)
 }
 
 // decide picks the mode and says why, with the user's words the
