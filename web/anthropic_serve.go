@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -23,47 +22,29 @@ func (s *Server) messages(c *gin.Context) {
 	if !ok {
 		return
 	}
-	route, err := s.engine.Resolve(wire.Model)
-	if err != nil {
-		s.reject(c, "model", err)
+	route, ok := s.resolveModel(c, wire.Model)
+	if !ok {
 		return
 	}
 	req := wire.toRunRequest()
-	req.TraceID = traceID
-	if !route.Relay() {
-		user := ""
-		if wire.Metadata != nil {
-			user = wire.Metadata.UserID // Claude Code puts its session id there
-		}
-		req.Conversation = conversationKey(c, user, req.Messages)
+	user := ""
+	if wire.Metadata != nil {
+		user = wire.Metadata.UserID // Claude Code puts its session id there
 	}
-	if err := applyHeaders(c, req); err != nil {
-		s.reject(c, "headers", err)
+	if !s.prepare(c, req, route, traceID, user, wire.dropped) {
 		return
 	}
-	c.Header("X-Chain-Trace-Id", traceID)
-	if len(wire.dropped) > 0 {
-		c.Header("X-Chain-Dropped-Tools", strings.Join(wire.dropped, ", "))
-	}
 	id := "msg_" + s.objectID(c, traceID)
-	fail := func(err error) { s.fail(c, err) }
-	var (
-		res       *chain.Result
-		traceJSON []byte
-	)
 	if wire.Stream {
-		w := newSSE(c.Writer)
-		enc := newAnthropicEncoder(w, id, wire.Model, wire.thinking)
-		res, traceJSON, err = s.streamRun(c, req, w, enc, fail)
-	} else {
-		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
-			stop := stopReason(res.FinishReason)
-			b, err := marshal(&anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: wire.Model,
-				Content: anthropicContent(res, wire.thinking), StopReason: &stop, Usage: anthropicUsageOf(&res.Trace)})
-			return withChain(b, trace), err
-		}, fail)
+		s.answer(c, "/v1/messages", traceID, start, req, func(w *sseWriter) encoder { return newAnthropicEncoder(w, id, wire.Model, wire.thinking) }, nil, nil)
+		return
 	}
-	s.finish(c, "/v1/messages", traceID, start, res, traceJSON, err)
+	s.answer(c, "/v1/messages", traceID, start, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+		stop := stopReason(res.FinishReason)
+		b, err := marshal(&anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: wire.Model,
+			Content: anthropicContent(res, wire.thinking), StopReason: &stop, Usage: anthropicUsageOf(&res.Trace)})
+		return withChain(b, trace), err
+	})
 }
 
 // countTokens serves POST /v1/messages/count_tokens: the prompt's tokens

@@ -25,18 +25,12 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	if !ok {
 		return
 	}
-	route, err := s.engine.Resolve(wire.Model)
-	if err != nil {
-		s.reject(c, "model", err)
+	route, ok := s.resolveModel(c, wire.Model)
+	if !ok {
 		return
 	}
 	req := wire.toRunRequest()
-	req.TraceID = traceID
-	if !route.Relay() {
-		req.Conversation = conversationKey(c, wire.User, req.Messages)
-	}
-	if err := applyHeaders(c, req); err != nil {
-		s.reject(c, "headers", err)
+	if !s.prepare(c, req, route, traceID, wire.User, nil) {
 		return
 	}
 	render := s.cfg.Chain.Render
@@ -48,42 +42,34 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		// blocks before it would break the parse.
 		render = ""
 	}
-	c.Header("X-Chain-Trace-Id", traceID)
 	objID := s.objectID(c, traceID)
-	fail := func(err error) { s.fail(c, err) }
-	var (
-		res       *chain.Result
-		traceJSON []byte
-	)
 	if wire.Stream {
-		w := newSSE(c.Writer)
-		res, traceJSON, err = s.streamRun(c, req, w, newChatEncoder(w, wire, objID, render), fail)
-	} else {
-		var emit func(chain.Event) error
-		var head strings.Builder
-		if render == config.RenderDetails {
-			// The same blocks as the stream's, from the same events.
-			d := newDetailsRenderer()
-			emit = func(ev chain.Event) error { head.WriteString(d.event(ev)); return nil }
-		}
-		res, traceJSON, err = s.wholeRun(c, req, emit, func(res *chain.Result, trace []byte) ([]byte, error) {
-			content := res.Message.Content
-			if render == config.RenderDetails {
-				content = head.String() + content
-			}
-			if len(res.Message.ToolCalls) == 0 {
-				b := make([]byte, 0, answerSize(content, res.Message.Reasoning, wire.Model, trace))
-				return appendAnswer(b, completionID(objID), wire.Model, start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
-			}
-			resp := toResponse(completionID(objID), wire.Model, start.Unix(), res, content)
-			if wire.legacy {
-				resp.toLegacy(res)
-			}
-			b, err := marshal(resp)
-			return withChain(b, trace), err
-		}, fail)
+		s.answer(c, "/v1/chat/completions", traceID, start, req, func(w *sseWriter) encoder { return newChatEncoder(w, wire, objID, render) }, nil, nil)
+		return
 	}
-	s.finish(c, "/v1/chat/completions", traceID, start, res, traceJSON, err)
+	var emit func(chain.Event) error
+	var head strings.Builder
+	if render == config.RenderDetails {
+		// The same blocks as the stream's, from the same events.
+		d := newDetailsRenderer()
+		emit = func(ev chain.Event) error { head.WriteString(d.event(ev)); return nil }
+	}
+	s.answer(c, "/v1/chat/completions", traceID, start, req, nil, emit, func(res *chain.Result, trace []byte) ([]byte, error) {
+		content := res.Message.Content
+		if render == config.RenderDetails {
+			content = head.String() + content
+		}
+		if len(res.Message.ToolCalls) == 0 {
+			b := make([]byte, 0, answerSize(content, res.Message.Reasoning, wire.Model, trace))
+			return appendAnswer(b, completionID(objID), wire.Model, start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
+		}
+		resp := toResponse(completionID(objID), wire.Model, start.Unix(), res, content)
+		if wire.legacy {
+			resp.toLegacy(res)
+		}
+		b, err := marshal(resp)
+		return withChain(b, trace), err
+	})
 }
 
 // writeFinal writes a whole JSON answer with its length and flushes it, so

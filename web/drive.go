@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -147,4 +148,25 @@ func chainID(c *gin.Context, req *chain.RunRequest) {
 	if !c.Writer.Written() {
 		c.Header("X-Chain-Trace-Id", req.TraceID)
 	}
+}
+
+// answer runs a front's req and ends the request (finish): streamed with
+// the encoder stream makes for the response's writer, else whole, emit
+// seeing the events and body building the answer (see wholeRun). path is
+// the route the request is logged and measured under.
+func (s *Server) answer(c *gin.Context, path, traceID string, start time.Time, req *chain.RunRequest,
+	stream func(*sseWriter) encoder, emit func(chain.Event) error, body func(res *chain.Result, trace []byte) ([]byte, error)) {
+	fail := func(err error) { s.fail(c, err) }
+	var (
+		res       *chain.Result
+		traceJSON []byte
+		err       error
+	)
+	if stream != nil {
+		w := newSSE(c.Writer)
+		res, traceJSON, err = s.streamRun(c, req, w, stream(w), fail)
+	} else {
+		res, traceJSON, err = s.wholeRun(c, req, emit, body, fail)
+	}
+	s.finish(c, path, traceID, start, res, traceJSON, err)
 }

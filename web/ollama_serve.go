@@ -51,21 +51,16 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	start := time.Now()
 	path := c.FullPath()
 	traceID := s.begin(c, path)
-	body, err := s.readBody(c)
-	if err != nil {
-		s.reject(c, "body", err)
-		return
-	}
-	wire, err := decodeOllamaRequest(body, generate)
-	if err == nil {
-		err = checkOllamaLimits(wire, s.cfg.Server.MaxMessages)
-	}
-	if err != nil {
-		s.reject(c, "invalid request", err)
+	decode := func(body []byte) (*ollamaChatRequest, error) { return decodeOllamaRequest(body, generate) }
+	wire, ok := readWire(s, c, decode, checkOllamaLimits)
+	if !ok {
 		return
 	}
 	name := wire.Model
-	var route chain.Route
+	var (
+		route chain.Route
+		err   error
+	)
 	if wire.Model, route, err = s.resolveOllama(wire.Model); err != nil {
 		s.reject(c, "model", err)
 		return
@@ -86,35 +81,25 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 		return
 	}
 	req := wire.toRunRequest()
-	req.TraceID = traceID
-	if !route.Relay() {
-		req.Conversation = conversationKey(c, "", req.Messages)
-	}
-	if err := applyHeaders(c, req); err != nil {
-		s.reject(c, "headers", err)
+	if !s.prepare(c, req, route, traceID, "", nil) {
 		return
 	}
-	c.Header("X-Chain-Trace-Id", traceID)
 	enc := &ollamaEncoder{model: name, generate: generate, thinking: wire.think == nil || *wire.think, start: start}
-	fail := func(err error) { s.fail(c, err) }
-	var (
-		res       *chain.Result
-		traceJSON []byte
-	)
 	if stream {
-		enc.w = newSSE(c.Writer)
-		enc.w.contentType = ndjson
-		res, traceJSON, err = s.streamRun(c, req, enc.w, enc, fail)
-	} else {
-		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
-			ch := enc.chunk(res.Message.Content, res.Message.Reasoning)
-			ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(start))
-			enc.setCalls(&ch, res.Message.ToolCalls)
-			b, err := marshal(&ch)
-			return withChain(b, trace), err
-		}, fail)
+		s.answer(c, path, traceID, start, req, func(w *sseWriter) encoder {
+			enc.w = w
+			enc.w.contentType = ndjson
+			return enc
+		}, nil, nil)
+		return
 	}
-	s.finish(c, path, traceID, start, res, traceJSON, err)
+	s.answer(c, path, traceID, start, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+		ch := enc.chunk(res.Message.Content, res.Message.Reasoning)
+		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(start))
+		enc.setCalls(&ch, res.Message.ToolCalls)
+		b, err := marshal(&ch)
+		return withChain(b, trace), err
+	})
 }
 
 func ptrIf[T any](ok bool, v T) *T {

@@ -24,41 +24,31 @@ func (s *Server) responses(c *gin.Context) {
 	if !ok {
 		return
 	}
-	route, err := s.engine.Resolve(wire.Model)
-	if err != nil {
-		s.reject(c, "model", err)
+	route, ok := s.resolveModel(c, wire.Model)
+	if !ok {
 		return
 	}
 	var history []chain.Message
 	if wire.PreviousResponseID != "" {
+		var err error
 		if history, err = s.loadConversation(c.Request.Context(), caller(c), wire.PreviousResponseID); err != nil {
 			s.reject(c, "previous_response_id", err)
 			return
 		}
 	}
 	req := wire.toRunRequest(history)
-	req.TraceID = traceID
-	if !route.Relay() {
-		user := wire.User
-		if user == "" {
-			user = wire.PromptCacheKey // Codex sends its conversation id there
-		}
-		req.Conversation = conversationKey(c, user, req.Messages)
+	user := wire.User
+	if user == "" {
+		user = wire.PromptCacheKey // Codex sends its conversation id there
 	}
-	if err := applyHeaders(c, req); err != nil {
-		s.reject(c, "headers", err)
+	if !s.prepare(c, req, route, traceID, user, wire.dropped) {
 		return
-	}
-	c.Header("X-Chain-Trace-Id", traceID)
-	if len(wire.dropped) > 0 {
-		c.Header("X-Chain-Dropped-Tools", strings.Join(wire.dropped, ", "))
 	}
 	objID := s.objectID(c, traceID)
 	obj := newResponseObject(responseID(objID), start.Unix(), wire)
 	if obj.Store && s.traces == nil {
 		obj.Store = false // nowhere to keep it
 	}
-	fail := func(err error) { s.fail(c, err) }
 	// keep stores the response before its last bytes go out: a client
 	// may send previous_response_id the moment it has them, to another
 	// replica.
@@ -69,27 +59,22 @@ func (s *Server) responses(c *gin.Context) {
 		conv := append(append([]chain.Message(nil), history...), wire.items...)
 		s.storeResponse(c.Request.Context(), caller(c), obj.ID, final, append(conv, res.Message))
 	}
-	var (
-		res       *chain.Result
-		traceJSON []byte
-	)
 	if wire.Stream {
-		w := newSSE(c.Writer)
-		enc := &responsesEncoder{w: w, obj: obj, objID: objID, keep: keep}
-		res, traceJSON, err = s.streamRun(c, req, w, enc, fail)
-	} else {
-		res, traceJSON, err = s.wholeRun(c, req, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
-			obj.complete(res, time.Now().Unix(), outputItems(objID, res))
-			b, err := marshal(obj)
-			if err != nil {
-				return nil, err
-			}
-			final := withChain(b, trace)
-			keep(res, final)
-			return final, nil
-		}, fail)
+		s.answer(c, "/v1/responses", traceID, start, req, func(w *sseWriter) encoder {
+			return &responsesEncoder{w: w, obj: obj, objID: objID, keep: keep}
+		}, nil, nil)
+		return
 	}
-	s.finish(c, "/v1/responses", traceID, start, res, traceJSON, err)
+	s.answer(c, "/v1/responses", traceID, start, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+		obj.complete(res, time.Now().Unix(), outputItems(objID, res))
+		b, err := marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		final := withChain(b, trace)
+		keep(res, final)
+		return final, nil
+	})
 }
 
 // storedResponse is what store: true keeps: the response as answered, and
