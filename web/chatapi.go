@@ -92,18 +92,14 @@ func (s *Server) chat(c *gin.Context) {
 		return
 	}
 	c.Header("X-Chain-Trace-Id", traceID)
-	var res *chain.Result
 	if in.Stream || strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
-		res, err = s.streamChat(c, req)
-	} else if res, err = s.engine.Run(c.Request.Context(), req, nil); err == nil {
-		chainID(c, req)
-		c.Header("X-Chain-Mode", res.Trace.Mode)
-		c.JSON(http.StatusOK, toChatResponse(req.TraceID, res))
-	} else {
-		chainID(c, req)
-		s.fail(c, err)
+		res, err := s.streamChat(c, req)
+		s.finish(c, "/chat", traceID, start, res, nil, err)
+		return
 	}
-	s.finish(c, "/chat", traceID, start, res, nil, err)
+	s.answer(c, "/chat", traceID, start, req, nil, nil, func(res *chain.Result, _ []byte) ([]byte, error) {
+		return json.Marshal(toChatResponse(req.TraceID, res))
+	})
 }
 
 // streamChat emits the run's events as named SSE events for the cockpit.
