@@ -16,13 +16,7 @@ import (
 // the same engine as the other fronts, for Claude Code and the Anthropic
 // SDKs. Query strings (Claude Code's ?beta=true) are accepted and ignored.
 func (s *Server) messages(c *gin.Context) {
-	start := time.Now()
-	traceID := s.begin(c, "/v1/messages")
-	wire, ok := readWire(s, c, decodeMessagesRequest, checkMessagesLimits)
-	if !ok {
-		return
-	}
-	route, ok := s.resolveModel(c, wire.Model)
+	wire, f, ok := openFront(s, c, "/v1/messages", decodeMessagesRequest, checkMessagesLimits, func(w *messagesRequest) string { return w.Model })
 	if !ok {
 		return
 	}
@@ -31,15 +25,15 @@ func (s *Server) messages(c *gin.Context) {
 	if wire.Metadata != nil {
 		user = wire.Metadata.UserID // Claude Code puts its session id there
 	}
-	if !s.prepare(c, req, route, traceID, user, wire.dropped) {
+	if !s.prepare(c, &f, req, user, wire.dropped) {
 		return
 	}
-	id := "msg_" + s.objectID(c, traceID)
+	id := "msg_" + s.objectID(c, f.traceID)
 	if wire.Stream {
-		s.answer(c, "/v1/messages", traceID, start, req, func(w *sseWriter) encoder { return newAnthropicEncoder(w, id, wire.Model, wire.thinking) }, nil, nil)
+		s.answer(c, &f, req, func(w *sseWriter) encoder { return newAnthropicEncoder(w, id, wire.Model, wire.thinking) }, nil, nil)
 		return
 	}
-	s.answer(c, "/v1/messages", traceID, start, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+	s.answer(c, &f, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 		stop := stopReason(res.FinishReason)
 		b, err := marshal(&anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: wire.Model,
 			Content: anthropicContent(res, wire.thinking), StopReason: &stop, Usage: anthropicUsageOf(&res.Trace)})

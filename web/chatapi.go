@@ -97,7 +97,7 @@ func (s *Server) chat(c *gin.Context) {
 		s.finish(c, "/chat", traceID, start, res, nil, err)
 		return
 	}
-	s.answer(c, "/chat", traceID, start, req, nil, nil, func(res *chain.Result, _ []byte) ([]byte, error) {
+	s.answer(c, &front{path: "/chat", start: start, traceID: traceID}, req, nil, nil, func(res *chain.Result, _ []byte) ([]byte, error) {
 		return json.Marshal(toChatResponse(req.TraceID, res))
 	})
 }

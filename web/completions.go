@@ -19,18 +19,12 @@ import (
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context) {
-	start := time.Now()
-	traceID := s.begin(c, "/v1/chat/completions")
-	wire, ok := readWire(s, c, decodeChatRequest, checkLimits)
-	if !ok {
-		return
-	}
-	route, ok := s.resolveModel(c, wire.Model)
+	wire, f, ok := openFront(s, c, "/v1/chat/completions", decodeChatRequest, checkLimits, func(w *chatRequest) string { return w.Model })
 	if !ok {
 		return
 	}
 	req := wire.toRunRequest()
-	if !s.prepare(c, req, route, traceID, wire.User, nil) {
+	if !s.prepare(c, &f, req, wire.User, nil) {
 		return
 	}
 	render := s.cfg.Chain.Render
@@ -42,9 +36,9 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		// blocks before it would break the parse.
 		render = ""
 	}
-	objID := s.objectID(c, traceID)
+	objID := s.objectID(c, f.traceID)
 	if wire.Stream {
-		s.answer(c, "/v1/chat/completions", traceID, start, req, func(w *sseWriter) encoder { return newChatEncoder(w, wire, objID, render) }, nil, nil)
+		s.answer(c, &f, req, func(w *sseWriter) encoder { return newChatEncoder(w, wire, objID, render) }, nil, nil)
 		return
 	}
 	var emit func(chain.Event) error
@@ -54,16 +48,16 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		d := newDetailsRenderer()
 		emit = func(ev chain.Event) error { head.WriteString(d.event(ev)); return nil }
 	}
-	s.answer(c, "/v1/chat/completions", traceID, start, req, nil, emit, func(res *chain.Result, trace []byte) ([]byte, error) {
+	s.answer(c, &f, req, nil, emit, func(res *chain.Result, trace []byte) ([]byte, error) {
 		content := res.Message.Content
 		if render == config.RenderDetails {
 			content = head.String() + content
 		}
 		if len(res.Message.ToolCalls) == 0 {
 			b := make([]byte, 0, answerSize(content, res.Message.Reasoning, wire.Model, trace))
-			return appendAnswer(b, completionID(objID), wire.Model, start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
+			return appendAnswer(b, completionID(objID), wire.Model, f.start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
 		}
-		resp := toResponse(completionID(objID), wire.Model, start.Unix(), res, content)
+		resp := toResponse(completionID(objID), wire.Model, f.start.Unix(), res, content)
 		if wire.legacy {
 			resp.toLegacy(res)
 		}

@@ -3,7 +3,6 @@ package web
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -152,9 +151,8 @@ func chainID(c *gin.Context, req *chain.RunRequest) {
 
 // answer runs a front's req and ends the request (finish): streamed with
 // the encoder stream makes for the response's writer, else whole, emit
-// seeing the events and body building the answer (see wholeRun). path is
-// the route the request is logged and measured under.
-func (s *Server) answer(c *gin.Context, path, traceID string, start time.Time, req *chain.RunRequest,
+// seeing the events and body building the answer (see wholeRun).
+func (s *Server) answer(c *gin.Context, f *front, req *chain.RunRequest,
 	stream func(*sseWriter) encoder, emit func(chain.Event) error, body func(res *chain.Result, trace []byte) ([]byte, error)) {
 	fail := func(err error) { s.fail(c, err) }
 	var (
@@ -168,5 +166,5 @@ func (s *Server) answer(c *gin.Context, path, traceID string, start time.Time, r
 	} else {
 		res, traceJSON, err = s.wholeRun(c, req, emit, body, fail)
 	}
-	s.finish(c, path, traceID, start, res, traceJSON, err)
+	s.finish(c, f.path, f.traceID, f.start, res, traceJSON, err)
 }

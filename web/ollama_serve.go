@@ -48,20 +48,16 @@ func (s *Server) resolveOllama(name string) (string, chain.Route, error) {
 }
 
 func (s *Server) ollamaRun(c *gin.Context, generate bool) {
-	start := time.Now()
-	path := c.FullPath()
-	traceID := s.begin(c, path)
+	f := front{path: c.FullPath(), start: time.Now()}
+	f.traceID = s.begin(c, f.path)
 	decode := func(body []byte) (*ollamaChatRequest, error) { return decodeOllamaRequest(body, generate) }
 	wire, ok := readWire(s, c, decode, checkOllamaLimits)
 	if !ok {
 		return
 	}
 	name := wire.Model
-	var (
-		route chain.Route
-		err   error
-	)
-	if wire.Model, route, err = s.resolveOllama(wire.Model); err != nil {
+	var err error
+	if wire.Model, f.route, err = s.resolveOllama(wire.Model); err != nil {
 		s.reject(c, "model", err)
 		return
 	}
@@ -81,21 +77,21 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 		return
 	}
 	req := wire.toRunRequest()
-	if !s.prepare(c, req, route, traceID, "", nil) {
+	if !s.prepare(c, &f, req, "", nil) {
 		return
 	}
-	enc := &ollamaEncoder{model: name, generate: generate, thinking: wire.think == nil || *wire.think, start: start}
+	enc := &ollamaEncoder{model: name, generate: generate, thinking: wire.think == nil || *wire.think, start: f.start}
 	if stream {
-		s.answer(c, path, traceID, start, req, func(w *sseWriter) encoder {
+		s.answer(c, &f, req, func(w *sseWriter) encoder {
 			enc.w = w
 			enc.w.contentType = ndjson
 			return enc
 		}, nil, nil)
 		return
 	}
-	s.answer(c, path, traceID, start, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+	s.answer(c, &f, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 		ch := enc.chunk(res.Message.Content, res.Message.Reasoning)
-		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(start))
+		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(f.start))
 		enc.setCalls(&ch, res.Message.ToolCalls)
 		b, err := marshal(&ch)
 		return withChain(b, trace), err

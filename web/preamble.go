@@ -2,6 +2,7 @@ package web
 
 import (
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -14,33 +15,51 @@ import (
 // named by the trace id, keyed to its conversation and shaped by the
 // X-Chain-* headers, and the headers every front answers with.
 
-// resolveModel resolves a front's model field. On an unknown model it
-// answers the client itself and reports false.
-func (s *Server) resolveModel(c *gin.Context, model string) (chain.Route, bool) {
-	route, err := s.engine.Resolve(model)
-	if err != nil {
-		s.reject(c, "model", err)
-		return route, false
-	}
-	return route, true
+// front is one API request past its preamble: the route it is logged and
+// measured under, when it started, its trace id, and its model resolved.
+type front struct {
+	path    string
+	start   time.Time
+	traceID string
+	route   chain.Route
 }
 
-// prepare readies req, decoded by a front, to run under traceID on route:
+// openFront begins a request to the front at path (its span and trace id),
+// reads its wire with decode and check (readWire) and resolves the model
+// the wire names. On an error it answers the client itself and reports
+// false.
+func openFront[W any](s *Server, c *gin.Context, path string, decode func([]byte) (W, error), check func(W, int) error, model func(W) string) (W, front, bool) {
+	f := front{path: path, start: time.Now()}
+	f.traceID = s.begin(c, path)
+	wire, ok := readWire(s, c, decode, check)
+	if !ok {
+		return wire, f, false
+	}
+	route, err := s.engine.Resolve(model(wire))
+	if err != nil {
+		s.reject(c, "model", err)
+		return wire, f, false
+	}
+	f.route = route
+	return wire, f, true
+}
+
+// prepare readies req, decoded by a front, to run under f's trace id on its route:
 // a relay needs no conversation key, anything else is keyed by user (the
 // client's own conversation or session id, "" when it sends none) and the
 // messages. dropped are the client's tools the front left out, named in a
 // header. On a bad header it answers the client itself and reports false.
-func (s *Server) prepare(c *gin.Context, req *chain.RunRequest, route chain.Route, traceID, user string, dropped []string) bool {
-	req.TraceID = traceID
-	req.Route = &route
-	if !route.Relay() {
+func (s *Server) prepare(c *gin.Context, f *front, req *chain.RunRequest, user string, dropped []string) bool {
+	req.TraceID = f.traceID
+	req.Route = &f.route
+	if !f.route.Relay() {
 		req.Conversation = conversationKey(c, user, req.Messages)
 	}
 	if err := applyHeaders(c, req); err != nil {
 		s.reject(c, "headers", err)
 		return false
 	}
-	c.Header("X-Chain-Trace-Id", traceID)
+	c.Header("X-Chain-Trace-Id", f.traceID)
 	if len(dropped) > 0 {
 		c.Header("X-Chain-Dropped-Tools", strings.Join(dropped, ", "))
 	}

@@ -18,13 +18,7 @@ import (
 // responses serves POST /v1/responses: OpenAI's Responses API in front of
 // the same engine as /v1/chat/completions.
 func (s *Server) responses(c *gin.Context) {
-	start := time.Now()
-	traceID := s.begin(c, "/v1/responses")
-	wire, ok := readWire(s, c, decodeResponsesRequest, checkResponsesLimits)
-	if !ok {
-		return
-	}
-	route, ok := s.resolveModel(c, wire.Model)
+	wire, f, ok := openFront(s, c, "/v1/responses", decodeResponsesRequest, checkResponsesLimits, func(w *responsesRequest) string { return w.Model })
 	if !ok {
 		return
 	}
@@ -41,11 +35,11 @@ func (s *Server) responses(c *gin.Context) {
 	if user == "" {
 		user = wire.PromptCacheKey // Codex sends its conversation id there
 	}
-	if !s.prepare(c, req, route, traceID, user, wire.dropped) {
+	if !s.prepare(c, &f, req, user, wire.dropped) {
 		return
 	}
-	objID := s.objectID(c, traceID)
-	obj := newResponseObject(responseID(objID), start.Unix(), wire)
+	objID := s.objectID(c, f.traceID)
+	obj := newResponseObject(responseID(objID), f.start.Unix(), wire)
 	if obj.Store && s.traces == nil {
 		obj.Store = false // nowhere to keep it
 	}
@@ -60,12 +54,12 @@ func (s *Server) responses(c *gin.Context) {
 		s.storeResponse(c.Request.Context(), caller(c), obj.ID, final, append(conv, res.Message))
 	}
 	if wire.Stream {
-		s.answer(c, "/v1/responses", traceID, start, req, func(w *sseWriter) encoder {
+		s.answer(c, &f, req, func(w *sseWriter) encoder {
 			return &responsesEncoder{w: w, obj: obj, objID: objID, keep: keep}
 		}, nil, nil)
 		return
 	}
-	s.answer(c, "/v1/responses", traceID, start, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
+	s.answer(c, &f, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 		obj.complete(res, time.Now().Unix(), outputItems(objID, res))
 		b, err := marshal(obj)
 		if err != nil {
