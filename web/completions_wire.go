@@ -11,9 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
-
-	gojson "github.com/goccy/go-json"
 
 	"chainproxy/chain"
 	"chainproxy/internal/jsonx"
@@ -114,21 +111,6 @@ type wireFunction struct {
 type wireFunctionCall struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
-}
-
-// badRequest is an invalid request, reported as 400 with the offending param.
-type badRequest struct {
-	param string
-	msg   string
-	// code, when set, is OpenAI's own code for the refusal
-	// (unsupported_parameter, unsupported_value), which clients match on.
-	code string
-}
-
-func (e *badRequest) Error() string { return e.msg }
-
-func invalid(param, format string, args ...any) error {
-	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
 }
 
 // validRoles are the roles the chain takes; a "function" message, the
@@ -351,10 +333,6 @@ func (r *chatRequest) extras(body []byte) error {
 	return invalid("function_call", "function_call names function %q, which is not in functions", named.Name)
 }
 
-func unsupported(param, code, msg string) error {
-	return &badRequest{param: param, msg: msg, code: code}
-}
-
 // legacyCall reads message i of msgs, from a client of the functions API,
 // as the tool messages the chain knows: an assistant's function_call
 // becomes a tool call, and a "function" message, its result, a tool message
@@ -428,49 +406,6 @@ func (r *chatRequest) maxTokens() *int {
 		return r.MaxCompletionTok
 	}
 	return r.MaxTokens
-}
-
-// unmarshal decodes JSON as encoding/json does, in about a third of its
-// time on a chat request: a validator of JSON and UTF-8 in one pass
-// (jsonx.Valid), then goccy/go-json's decoder, which is three times as fast
-// as encoding/json's but lets syntax errors pass in the values it skips.
-// Invalid JSON, invalid UTF-8 (which encoding/json replaces with U+FFFD
-// and goccy keeps as is) and anything goccy refuses are decoded again by
-// encoding/json, whose result or error (with the field and offset the
-// messages quote) is then the answer. FuzzUnmarshalMatchesStd checks that
-// the two agree.
-func unmarshal(data []byte, v any) error {
-	if jsonx.Valid(data) && gojson.Unmarshal(data, v) == nil {
-		return nil
-	}
-	return json.Unmarshal(data, v)
-}
-
-// marshal encodes the proxy's own response types with goccy/go-json, in
-// about 60 % of encoding/json's time. It writes the bytes encoding/json
-// writes (HTML escaping, U+FFFD for invalid UTF-8, compacted raw messages),
-// as FuzzMarshalMatchesStd checks, but for \b and \f, which it escapes as
-// \u0008 and \u000c: the same JSON. Unlike encoding/json it does not
-// validate raw messages; the trace's are valid by construction.
-func marshal(v any) ([]byte, error) { return gojson.Marshal(v) }
-
-// plainString returns the text of the JSON string token raw when it has no
-// escapes and is valid UTF-8, which is most message contents: then it is
-// the bytes between the quotes, with no decoder needed.
-func plainString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
-	}
-	in := raw[1 : len(raw)-1]
-	for _, c := range in {
-		if c < 0x20 || c == '"' || c == '\\' {
-			return "", false
-		}
-	}
-	if !utf8.Valid(in) {
-		return "", false
-	}
-	return string(in), true
 }
 
 func (r *chatRequest) toolChoice() (chain.ToolChoice, error) {
@@ -749,8 +684,6 @@ func newChunk(id, model string, created int64, d delta, finish *string) *chunk {
 // completionID makes the proxy's own completion ID; upstream IDs are never
 // passed through, so IDs stay unique across nodes.
 func completionID(traceID string) string { return "chatcmpl-" + traceID }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 // The chunks of a stream are written from their parts, the constant ones
 // encoded once per stream: each is the encoding of the chunk newChunk would

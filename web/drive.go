@@ -3,6 +3,7 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -10,9 +11,10 @@ import (
 )
 
 // This file is the driver every API front shares: Chat Completions,
-// Responses and Ollama's API each decode their request into a
-// chain.RunRequest, then hand the run to streamRun or wholeRun with an
-// encoder of their own wire format. The driver owns what is the same on
+// Messages, Responses, Ollama's API and the cockpit's /chat each decode
+// their request into a chain.RunRequest (preamble.go), then hand the run
+// to answer, streamRun or wholeRun with an encoder of their own wire
+// format. The driver owns what is the same on
 // every front: the X-Chain-Mode header, keep-alives while earlier stages
 // run, the end of a stream whose 200 is already out, the trace at the end,
 // and the client's cancel (through drive). A front never calls the engine
@@ -167,4 +169,25 @@ func (s *Server) answer(c *gin.Context, f *front, req *chain.RunRequest,
 		res, traceJSON, err = s.wholeRun(c, req, emit, body, fail)
 	}
 	s.finish(c, f.path, f.traceID, f.start, res, traceJSON, err)
+}
+
+// writeFinal writes a whole JSON answer with its length and flushes it, so
+// that the client has it before the request's bookkeeping (trace, log line,
+// metrics) runs.
+func writeFinal(c *gin.Context, body []byte) {
+	h := c.Writer.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	c.Writer.WriteHeader(http.StatusOK)
+	c.Writer.Write(body)
+	c.Writer.Flush()
+}
+
+// withChain adds the member "chain" with the encoded trace to the encoded
+// object obj: the trace is encoded once per request, for the answer and for
+// the trace store.
+func withChain(obj, traceJSON []byte) []byte {
+	obj = append(obj[:len(obj)-1], `,"chain":`...)
+	obj = append(obj, traceJSON...)
+	return append(obj, '}')
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -217,4 +218,23 @@ func anthropicStatus(err error, status int, obj errorObject) (int, anthropicErro
 		body.Error.Type = "invalid_request_error"
 	}
 	return status, body
+}
+
+// badRequest is an invalid request, reported as 400 with the offending param.
+type badRequest struct {
+	param string
+	msg   string
+	// code, when set, is OpenAI's own code for the refusal
+	// (unsupported_parameter, unsupported_value), which clients match on.
+	code string
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+func invalid(param, format string, args ...any) error {
+	return &badRequest{param: param, msg: fmt.Sprintf(format, args...)}
+}
+
+func unsupported(param, code, msg string) error {
+	return &badRequest{param: param, msg: msg, code: code}
 }

@@ -15,6 +15,27 @@ import (
 // named by the trace id, keyed to its conversation and shaped by the
 // X-Chain-* headers, and the headers every front answers with.
 
+// readWire reads a front's request: its body, decoded by decode and
+// checked against server.max_messages by check. On an error it answers
+// the client itself and reports false.
+func readWire[W any](s *Server, c *gin.Context, decode func([]byte) (W, error), check func(W, int) error) (W, bool) {
+	body, err := s.readBody(c)
+	if err != nil {
+		s.reject(c, "body", err)
+		var zero W
+		return zero, false
+	}
+	wire, err := decode(body)
+	if err == nil {
+		err = check(wire, s.cfg.Server.MaxMessages)
+	}
+	if err != nil {
+		s.reject(c, "invalid request", err)
+		return wire, false
+	}
+	return wire, true
+}
+
 // front is one API request past its preamble: the route it is logged and
 // measured under, when it started, its trace id, and its model resolved.
 type front struct {

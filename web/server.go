@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -260,27 +261,6 @@ func (s *Server) fail(c *gin.Context, err error) {
 		return
 	}
 	c.JSON(status, errorBody{Error: obj})
-}
-
-// readWire reads a front's request: its body, decoded by decode and
-// checked against server.max_messages by check. On an error it answers
-// the client itself and reports false.
-func readWire[W any](s *Server, c *gin.Context, decode func([]byte) (W, error), check func(W, int) error) (W, bool) {
-	body, err := s.readBody(c)
-	if err != nil {
-		s.reject(c, "body", err)
-		var zero W
-		return zero, false
-	}
-	wire, err := decode(body)
-	if err == nil {
-		err = check(wire, s.cfg.Server.MaxMessages)
-	}
-	if err != nil {
-		s.reject(c, "invalid request", err)
-		return wire, false
-	}
-	return wire, true
 }
 
 // readBody reads the request body whole, capped at server.max_body_bytes.
@@ -806,3 +786,5 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	c.JSON(status, h)
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
