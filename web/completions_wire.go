@@ -408,18 +408,29 @@ func (r *chatRequest) maxTokens() *int {
 	return r.MaxTokens
 }
 
-func (r *chatRequest) toolChoice() (chain.ToolChoice, error) {
-	raw := bytes.TrimSpace(r.ToolChoice)
+// toolChoiceMode reads a tool_choice as Chat Completions and Responses
+// both take it: absent or null is auto, a string is a mode. done is false
+// when it is an object, which each reads its own way from raw, trimmed.
+func toolChoiceMode(choice json.RawMessage) (raw []byte, tc chain.ToolChoice, done bool, err error) {
+	raw = bytes.TrimSpace(choice)
 	if len(raw) == 0 || string(raw) == "null" {
-		return chain.ToolChoice{Mode: "auto"}, nil
+		return raw, chain.ToolChoice{Mode: "auto"}, true, nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		switch s {
 		case "auto", "none", "required":
-			return chain.ToolChoice{Mode: s}, nil
+			return raw, chain.ToolChoice{Mode: s}, true, nil
 		}
-		return chain.ToolChoice{}, invalid("tool_choice", "tool_choice %q is not one of auto, none, required", s)
+		return raw, chain.ToolChoice{}, true, invalid("tool_choice", "tool_choice %q is not one of auto, none, required", s)
+	}
+	return raw, chain.ToolChoice{}, false, nil
+}
+
+func (r *chatRequest) toolChoice() (chain.ToolChoice, error) {
+	raw, tc, done, err := toolChoiceMode(r.ToolChoice)
+	if done {
+		return tc, err
 	}
 	var obj struct {
 		Type     string `json:"type"`

@@ -314,17 +314,9 @@ func (r *responsesRequest) decodeInput() error {
 }
 
 func (r *responsesRequest) toolChoice() (chain.ToolChoice, error) {
-	raw := bytes.TrimSpace(r.ToolChoice)
-	if len(raw) == 0 || string(raw) == "null" {
-		return chain.ToolChoice{Mode: "auto"}, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		switch s {
-		case "auto", "none", "required":
-			return chain.ToolChoice{Mode: s}, nil
-		}
-		return chain.ToolChoice{}, invalid("tool_choice", "tool_choice %q is not one of auto, none, required", s)
+	raw, tc, done, err := toolChoiceMode(r.ToolChoice)
+	if done {
+		return tc, err
 	}
 	var obj struct {
 		Type string `json:"type"`
