@@ -277,12 +277,8 @@ func mayHaveExtras(body []byte) bool {
 // take, rather than dropped.
 func (r *chatRequest) extras(body []byte) error {
 	var x chatExtras
-	if err := unmarshal(body, &x); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return invalid(te.Field, "invalid type for %s: want %s", te.Field, te.Type)
-		}
-		return invalid("", "invalid JSON in request body: %v", err)
+	if err := decodeBody(body, &x); err != nil {
+		return err
 	}
 	switch {
 	case x.Logprobs != nil && *x.Logprobs:

@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
@@ -52,4 +53,18 @@ func plainString(raw []byte) (string, bool) {
 		return "", false
 	}
 	return string(in), true
+}
+
+// decodeBody decodes a request body into v, its faults as the 400 the
+// fronts answer: the field of the wrong type, or what is wrong with the
+// JSON.
+func decodeBody(body []byte, v any) error {
+	if err := unmarshal(body, v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return invalid(te.Field, "invalid type for %s: want %s", te.Field, te.Type)
+		}
+		return invalid("", "invalid JSON in request body: %v", err)
+	}
+	return nil
 }

@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -76,12 +75,8 @@ var ollamaRoles = map[string]bool{"system": true, "user": true, "assistant": tru
 // messages).
 func decodeOllamaRequest(body []byte, generate bool) (*ollamaChatRequest, error) {
 	var req ollamaChatRequest
-	if err := unmarshal(body, &req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, invalid(te.Field, "invalid type for %s: want %s", te.Field, te.Type)
-		}
-		return nil, invalid("", "invalid JSON in request body: %v", err)
+	if err := decodeBody(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Model == "" {
 		return nil, invalid("model", "model is required")

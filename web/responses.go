@@ -3,7 +3,6 @@ package web
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -98,12 +97,8 @@ var responseRoles = map[string]bool{"system": true, "developer": true, "user": t
 // decodeResponsesRequest parses and validates a Responses request body.
 func decodeResponsesRequest(body []byte) (*responsesRequest, error) {
 	var req responsesRequest
-	if err := unmarshal(body, &req); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, invalid(te.Field, "invalid type for %s: want %s", te.Field, te.Type)
-		}
-		return nil, invalid("", "invalid JSON in request body: %v", err)
+	if err := decodeBody(body, &req); err != nil {
+		return nil, err
 	}
 	if req.Model == "" {
 		return nil, invalid("model", "you must provide a model parameter")
