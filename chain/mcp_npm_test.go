@@ -1,12 +1,9 @@
 package chain_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +15,7 @@ import (
 	"chainproxy/chain/mock"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/mcptest"
 	"chainproxy/store"
 	"chainproxy/tools"
 	"chainproxy/tools/mcp"
@@ -27,75 +25,11 @@ import (
 // file); .ci/run installs them with npm ci.
 const npmDir = "../tools/mcp/testdata/npm"
 
-// needNPMServers returns the path of an installed reference server's entry
-// point, or skips (fails under CI) when node or the packages are missing.
-func needNPMServers(t *testing.T) (node, fsServer, everything string) {
-	t.Helper()
-	miss := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
-		}
-		t.Skipf("%s: run `npm ci` in tools/mcp/testdata/npm to test against the reference MCP servers", why)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		miss("node is not installed")
-	}
-	mods, _ := filepath.Abs(filepath.Join(npmDir, "node_modules", "@modelcontextprotocol"))
-	fsServer = filepath.Join(mods, "server-filesystem", "dist", "index.js")
-	everything = filepath.Join(mods, "server-everything", "dist", "index.js")
-	for _, p := range []string{fsServer, everything} {
-		if _, err := os.Stat(p); err != nil {
-			miss("reference MCP server missing: " + p)
-		}
-	}
-	return node, fsServer, everything
-}
-
-// startEverything runs server-everything in streamable HTTP mode (it reads
-// its port from PORT and serves /mcp) and returns its URL once it listens.
-func startEverything(t *testing.T, node, entry string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(node, entry, "streamableHttp")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("PORT=%d", port)}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	listening := make(chan struct{})
-	go func() { // exits when the server's stderr closes (the process ends at cleanup)
-		sc := bufio.NewScanner(stderr)
-		once := false
-		for sc.Scan() {
-			if !once && strings.Contains(sc.Text(), "listening on port") {
-				once = true
-				close(listening)
-			}
-		}
-	}()
-	select {
-	case <-listening:
-	case <-time.After(2 * time.Minute): // node starts it in seconds on a loaded machine
-		t.Fatal("server-everything did not start listening")
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-}
-
 // TestMCPReferenceServers: a scripted OL1 uses the npm reference servers
 // through the chain: filesystem over stdio, everything over streamable HTTP.
 func TestMCPReferenceServers(t *testing.T) {
-	nodeBin, fsServer, everything := needNPMServers(t)
-	url := startEverything(t, nodeBin, everything)
+	nodeBin, fsServer, everything := mcptest.Servers(t, npmDir)
+	url := mcptest.ServeEverything(t, nodeBin, everything)
 	work := t.TempDir()
 	note := filepath.Join(work, "note.txt")
 	if err := os.WriteFile(note, []byte("first version"), 0o644); err != nil {

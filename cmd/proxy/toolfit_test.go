@@ -7,86 +7,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ollama/ollama/api"
 
 	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/mcptest"
 )
-
-// npmServers returns node and the entry points of the pinned reference MCP
-// servers (tools/mcp/testdata/npm), or skips (fails under CI) when node or
-// the packages are missing.
-func npmServers(t *testing.T) (node, fsServer, everything string) {
-	t.Helper()
-	miss := func(why string) {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s (CI is set, so this fails instead of skipping)", why)
-		}
-		t.Skipf("%s: run `npm ci` in tools/mcp/testdata/npm to test against the reference MCP servers", why)
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		miss("node is not installed")
-	}
-	mods, _ := filepath.Abs("../../tools/mcp/testdata/npm/node_modules/@modelcontextprotocol")
-	fsServer = filepath.Join(mods, "server-filesystem", "dist", "index.js")
-	everything = filepath.Join(mods, "server-everything", "dist", "index.js")
-	for _, p := range []string{fsServer, everything} {
-		if _, err := os.Stat(p); err != nil {
-			miss("reference MCP server missing: " + p)
-		}
-	}
-	return node, fsServer, everything
-}
-
-// serveEverything runs server-everything over streamable HTTP (it reads its
-// port from PORT) and returns its URL once it listens.
-func serveEverything(t *testing.T, node, entry string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	cmd := exec.Command(node, entry, "streamableHttp")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), fmt.Sprintf("PORT=%d", port)}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	listening := make(chan struct{})
-	go func() { // exits when the server's stderr closes (the process ends at cleanup)
-		sc := bufio.NewScanner(stderr)
-		once := false
-		for sc.Scan() {
-			if !once && strings.Contains(sc.Text(), "listening on port") {
-				once = true
-				close(listening)
-			}
-		}
-	}()
-	select {
-	case <-listening:
-	case <-time.After(60 * time.Second):
-		t.Fatal("server-everything did not start listening")
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-}
 
 // step is one tool call a scripted research model means to make, and the
 // words it asks find_tools with when the tool is not offered.
@@ -163,8 +96,8 @@ func echoFindings(_ int, req *api.ChatRequest) fakeollama.Reply {
 // window, a withheld tool found through find_tools; nothing is cut
 // silently.
 func TestToolsFitFourKWindow(t *testing.T) {
-	node, fsServer, everything := npmServers(t)
-	url := serveEverything(t, node, everything)
+	node, fsServer, everything := mcptest.Servers(t, "../../tools/mcp/testdata/npm")
+	url := mcptest.ServeEverything(t, node, everything)
 	work := t.TempDir()
 	marker := "MARKER-7f3a-tools-fit"
 	if err := os.WriteFile(filepath.Join(work, "marker.txt"), []byte(marker), 0o644); err != nil {
