@@ -6,12 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"chainproxy/internal/browsertest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/report.golden.html")
@@ -80,13 +81,13 @@ func TestReportHTMLGolden(t *testing.T) {
 // that the plots render: a bar and an interval per mode, a point per mode,
 // auto's two parts, and nothing fetched from anywhere.
 func TestReportHTMLInChromium(t *testing.T) {
-	chromium := findChromium(t)
+	chromium := browsertest.Chromium(t, "the report's browser test")
 	dir := t.TempDir()
 	rep := fixedReport(t)
 	if err := rep.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	ctx := newBrowser(t, chromium)
+	ctx := browsertest.New(t, chromium, 1000, 800)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate("file://"+filepath.Join(dir, "report.html"))); err != nil {
@@ -115,46 +116,4 @@ func TestReportHTMLInChromium(t *testing.T) {
 			t.Errorf("%s: %s = %v, want %v", c.name, c.expr, got, c.want)
 		}
 	}
-}
-
-// findChromium and newBrowser are the cockpit tests' (web/cockpit_test.go):
-// chromium from PATH, skipped without it unless CI is set.
-func findChromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium not found in PATH: CI must install Debian's chromium package for the browser tests")
-	}
-	t.Skip("skipping the report's browser test: chromium not found in PATH (apt-get install chromium)")
-	return ""
-}
-
-func newBrowser(t *testing.T, chromium string) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1000, 800),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium %s: %v", chromium, err)
-	}
-	return ctx
 }

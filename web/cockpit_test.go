@@ -39,6 +39,8 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+
+	"chainproxy/internal/browsertest"
 )
 
 // reflexiveQuestion classifies reflexive on its keywords ("compare",
@@ -804,47 +806,12 @@ func firstLine(s string) string {
 
 func findChromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser"} {
-		if path, err := exec.LookPath(name); err == nil {
-			return path
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium not found in PATH: CI must install Debian's chromium package for the cockpit browser tests")
-	}
-	t.Skip("skipping the cockpit browser tests: chromium not found in PATH (apt-get install chromium)")
-	return ""
+	return browsertest.Chromium(t, "the cockpit browser tests")
 }
 
 func newBrowser(t *testing.T, chromium string) context.Context {
 	t.Helper()
-	profile := t.TempDir()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromium),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.Flag("mute-audio", true),
-		chromedp.UserDataDir(profile),
-		chromedp.WindowSize(1280, 800),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	// Registered after TempDir: runs first, so the profile is free to go.
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start chromium %s: %v", chromium, err)
-	}
-	return ctx
+	return browsertest.New(t, chromium, 1280, 800)
 }
 
 func repoRoot(t *testing.T) string {
