@@ -171,7 +171,9 @@ func TestChatDeliversPiecesAsTheyCome(t *testing.T) {
 	}
 	want := []node.Chunk{
 		{Reasoning: "a"}, {Reasoning: "b"}, {Content: "c"}, {Content: "d"},
-		{FinishReason: "stop", Model: "qwen3:1.7b"}, // the done line names the model
+		// The done line names the model and its load_duration (the
+		// fake's microsecond: no load).
+		{FinishReason: "stop", Model: "qwen3:1.7b", Load: time.Microsecond},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("chunks (-want +got):\n%s", diff)

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/fakeopenai"
+)
+
+// loadsConfig is a chain on one GPU: OL1 and M2 on one Ollama whose memory
+// holds one of their models at a time, M1 on an OpenAI-compatible server.
+const loadsConfig = `
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: small}
+  - {name: M1, provider: openai, base_url: %[2]q, model: mid}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: big}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: M2
+tools:
+  root: ""
+`
+
+// loadCall is what the tests read of a trace's model call.
+type loadCall struct {
+	QueueMS      *int64 `json:"queue_ms"`
+	DurationMS   int64  `json:"duration_ms"`
+	LoadMS       *int64 `json:"load_ms"`
+	GenerationMS *int64 `json:"generation_ms"`
+}
+
+// chatCalls sends a request for model and returns its trace's calls by
+// node.
+func chatCalls(t *testing.T, base, model string) map[string][]loadCall {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"compare the two plans step by step"}]}`, model)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %s", model, resp.StatusCode, body)
+	}
+	var out struct {
+		Chain struct {
+			Stages []struct {
+				Node   string     `json:"node"`
+				Status string     `json:"status"`
+				Calls  []loadCall `json:"calls"`
+			} `json:"stages"`
+		} `json:"chain"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string][]loadCall{}
+	for _, st := range out.Chain.Stages {
+		if st.Status != "ok" {
+			t.Errorf("%s: stage %s = %s, want ok", model, st.Node, st.Status)
+		}
+		calls[st.Node] = append(calls[st.Node], st.Calls...)
+	}
+	return calls
+}
+
+// TestModelLoadsThroughWiring: each model call's time is split into its
+// queue, its model's load (Ollama's load_duration) and generation, in the
+// trace and in /metrics, through the real wiring with a fake Ollama that
+// can hold one model at a time: the reflexive chain loads OL1's model,
+// then M2's in its place; simple mode on M2 right after finds its model
+// loaded. The OpenAI-compatible node reports no load: its split is
+// omitted, its queue is not.
+func TestModelLoadsThroughWiring(t *testing.T) {
+	ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}, PromptEvalCount: 10, EvalCount: 3}
+	})
+	// 6 GB at 20 GB/s: a load takes 300 ms, three times the threshold.
+	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
+	oa := fakeopenai.New(t)
+	base := startWired(t, fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()))
+
+	chained := chatCalls(t, base, "chain/reflexive")
+	simple := chatCalls(t, base, "chain/simple")
+
+	tests := []struct {
+		name   string
+		calls  []loadCall
+		loaded bool // whether the call loaded its model
+		split  bool // whether the node reports one
+	}{
+		{"OL1 loads small", chained["OL1"], true, true},
+		{"M1 reports no load", chained["M1"], false, false},
+		{"M2 loads big in small's place", chained["M2"], true, true},
+		{"simple M2 finds big loaded", simple["M2"], false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if len(tt.calls) != 1 {
+				t.Fatalf("calls = %+v, want one", tt.calls)
+			}
+			c := tt.calls[0]
+			if c.QueueMS == nil {
+				t.Errorf("queue_ms missing: the proxy always knows its queue")
+			}
+			if !tt.split {
+				if c.LoadMS != nil || c.GenerationMS != nil {
+					t.Errorf("load_ms, generation_ms = %v, %v, want both omitted", ptr(c.LoadMS), ptr(c.GenerationMS))
+				}
+				return
+			}
+			if c.LoadMS == nil || c.GenerationMS == nil {
+				t.Fatalf("load_ms, generation_ms = %v, %v, want both", ptr(c.LoadMS), ptr(c.GenerationMS))
+			}
+			if *c.LoadMS+*c.GenerationMS != c.DurationMS {
+				t.Errorf("load_ms + generation_ms = %d + %d, want duration_ms %d", *c.LoadMS, *c.GenerationMS, c.DurationMS)
+			}
+			if got := *c.LoadMS >= 250; got != tt.loaded {
+				t.Errorf("load_ms = %d, want a 300 ms load: %t", *c.LoadMS, tt.loaded)
+			}
+		})
+	}
+	if got := len(ol.Loads()); got != 2 {
+		t.Errorf("fake Ollama loaded %d models, want 2", got)
+	}
+
+	t.Run("metrics", func(t *testing.T) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		text := string(b)
+		for _, want := range []string{
+			`chainproxy_model_loads_total{model="small",node="OL1"} 1`,
+			`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+			`chainproxy_model_load_seconds_count{model="small",node="OL1"} 1`,
+			`chainproxy_model_load_seconds_count{model="big",node="M2"} 1`,
+		} {
+			if !strings.Contains(text, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
+		if strings.Contains(text, `chainproxy_model_loads_total{model="mid"`) {
+			t.Error("/metrics counts loads of the OpenAI-compatible node, which reports none")
+		}
+	})
+}
+
+func ptr(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
