@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -232,5 +234,69 @@ func TestModelLoadsOfResumedChain(t *testing.T) {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestEvalModelLoads: proxy eval counts each mode's model loads from its
+// traces. On a fake Ollama that holds one of the two models at a time, the
+// plan (item by item, the modes' order turned at each item) loads: item 1,
+// OL1 small, M2 big, the chain small and big; item 2, M2 nothing (big is
+// loaded), the chain small and big, OL1 small. One request at a time, so
+// that the loads follow the plan's order.
+func TestEvalModelLoads(t *testing.T) {
+	ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}}
+	})
+	// 6 GB at 40 GB/s: a load takes 150 ms, past the 100 ms threshold.
+	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 40e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "proxy.yaml")
+	data := filepath.Join(dir, "set.jsonl")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: small}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: big}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: M2
+tools:
+  root: ""
+`, ol.URL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data, []byte(`{"id":"one","question":"What is 2+2?","answer":"4","match":"number"}
+{"id":"two","question":"What is 3+3?","answer":"6","match":"number"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runEvalCmd(t, "-config", cfg, "-data", data, "-modes", "OL1,M2,chain/reflexive", "-concurrency", "1", "-out", out)
+	if code != 0 {
+		t.Fatalf("eval exit code = %d, want 0; stderr:\n%s", code, stderr)
+	}
+	_, raw := readReport(t, out)
+	got := map[string]any{}
+	for _, m := range raw["modes"].([]any) {
+		m := m.(map[string]any)
+		got[m["mode"].(string)] = m["model_loads"]
+	}
+	want := map[string]any{"OL1": 2.0, "M2": 1.0, "chain/reflexive": 4.0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("report.json model_loads = %v, want %v", got, want)
+		tr, _ := os.ReadFile(filepath.Join(out, "traces.jsonl"))
+		t.Logf("traces:\n%s", tr)
+	}
+	if n := len(ol.Loads()); n != 7 {
+		t.Errorf("fake Ollama loaded %d models, want 7", n)
+	}
+	if !strings.Contains(stdout, "loads") {
+		t.Errorf("the table has no loads column:\n%s", stdout)
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "model loads") {
+		t.Error("report.html does not show the model loads")
 	}
 }
