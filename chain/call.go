@@ -35,8 +35,9 @@ type callState struct {
 	calls              []ToolCall
 	usage              *Usage
 	finish, cut        string
-	sent               bool   // whether this call's content reached the client
-	shown              string // the last answer text it streamed
+	load               time.Duration // the node's node.Chunk.Load
+	sent               bool          // whether this call's content reached the client
+	shown              string        // the last answer text it streamed
 	// live is whether the call answers the client (s.answers): its
 	// content streams, held back while it may be a text tool call or a
 	// copy of an earlier answer. parse is whether the node writes tool
@@ -193,7 +194,7 @@ func (r *run) stream(ctx context.Context, s *stage, cs *callState, req *node.Req
 		if cs.live {
 			cs.gate.Copies = s.earlier
 		}
-		cs.calls, cs.usage, cs.finish, cs.cut = nil, nil, "", ""
+		cs.calls, cs.usage, cs.finish, cs.cut, cs.load = nil, nil, "", "", 0
 		callErr = s.node.caps.Chat(ctx, s.node.Backend, req, func(c node.Chunk) error {
 			if cs.content.Cap() == 0 && c.Content != "" {
 				// An answer streams in token-sized chunks: room for a
@@ -202,7 +203,7 @@ func (r *run) stream(ctx context.Context, s *stage, cs *callState, req *node.Req
 			}
 			cs.content.WriteString(c.Content)
 			if c.FinishReason != "" {
-				cs.finish, cs.cut = c.FinishReason, c.Cut
+				cs.finish, cs.cut, cs.load = c.FinishReason, c.Cut, c.Load
 				s.model = c.Model
 			}
 			// Most chunks carry content only: skipping the empty fields
@@ -259,6 +260,7 @@ func (r *run) stream(ctx context.Context, s *stage, cs *callState, req *node.Req
 // stage's.
 func (r *run) recordCall(ctx context.Context, s *stage, f fitted, cs *callState, mc *ModelCall, began time.Time, err error) {
 	mc.DurationMS = time.Since(began).Milliseconds()
+	mc.split(cs.load)
 	mc.FinishReason, mc.Cut = cs.finish, cs.cut
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)

@@ -418,6 +418,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 	mc.QueueMS = began.Sub(asked).Milliseconds()
 	var text strings.Builder
 	var usage *Usage
+	var load time.Duration
 	// The summary has its share of the stage's window to fill; a model
 	// that rambles stops there.
 	maxTokens := min(memory.SummaryTokens, int(float64(max(r.e.Window(s.node), defaultOllamaWindow))*r.e.cfg.Memory.SummariesShare)+64)
@@ -432,11 +433,12 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 			usage = c.Usage
 		}
 		if c.FinishReason != "" {
-			mc.FinishReason = c.FinishReason
+			mc.FinishReason, load = c.FinishReason, c.Load
 		}
 		return nil
 	})
 	mc.DurationMS = time.Since(began).Milliseconds()
+	mc.split(load)
 	if usage != nil {
 		mc.Usage = *usage
 		s.st.Usage = s.st.Usage.Add(*usage)

@@ -1,6 +1,11 @@
 package chain
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+
+	"chainproxy/chain/node"
+)
 
 // Modes of a request.
 const (
@@ -112,9 +117,16 @@ type ModelCall struct {
 	// StartMS is when the call asked for a slot, in milliseconds from the
 	// start of the request; QueueMS is how long it waited for one, and
 	// DurationMS how long the node took once it had one.
-	StartMS      int64  `json:"start_ms"`
-	QueueMS      int64  `json:"queue_ms"`
-	DurationMS   int64  `json:"duration_ms"`
+	StartMS    int64 `json:"start_ms"`
+	QueueMS    int64 `json:"queue_ms"`
+	DurationMS int64 `json:"duration_ms"`
+	// LoadMS and GenerationMS split DurationMS when the node says where
+	// its time went (Ollama's load_duration, node.Chunk.Load): LoadMS is
+	// how long the node took to have the model ready (a load, and the
+	// wait for the models it evicted), GenerationMS the rest. Both are
+	// omitted when the node says nothing (OpenAI-compatible servers).
+	LoadMS       *int64 `json:"load_ms,omitempty"`
+	GenerationMS *int64 `json:"generation_ms,omitempty"`
 	Usage        Usage  `json:"usage"`
 	FinishReason string `json:"finish_reason,omitempty"`
 	// Error says why the call failed, when it did.
@@ -134,6 +146,27 @@ type ModelCall struct {
 	// traces go to a client that never reads them.
 	sent  []Message
 	marks []string
+}
+
+// split sets LoadMS and GenerationMS from the load the node reported
+// (node.Chunk.Load), once DurationMS is set; nothing when it reported none.
+// The load is bounded by the call's duration, which the proxy measured
+// around it: the two add up to DurationMS.
+func (c *ModelCall) split(load time.Duration) {
+	if load <= 0 {
+		return
+	}
+	l := min(load.Milliseconds(), c.DurationMS)
+	g := c.DurationMS - l
+	c.LoadMS, c.GenerationMS = &l, &g
+}
+
+// LoadedModel reports whether the call loaded its model: its node reported
+// a load of node.LoadThreshold or more. The trace's load is what counts
+// model loads everywhere (chainproxy_model_loads_total, eval's
+// model_loads), so that they agree.
+func (c *ModelCall) LoadedModel() bool {
+	return c.LoadMS != nil && *c.LoadMS >= node.LoadThreshold.Milliseconds()
 }
 
 // PromptMessage is one message a model call sent, as the node received it.

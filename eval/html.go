@@ -291,12 +291,12 @@ func (d *pageData) write(w io.Writer) {
 	}
 
 	p("\n<h2>Per mode</h2>\n<table id=\"modes\">\n")
-	p("<tr><th>mode</th><th>items</th><th>accuracy</th><th>95 %% CI</th><th>p50 ms</th><th>p95 ms</th><th>TTFT p50 ms</th><th>tokens in</th><th>tokens out</th><th>model calls</th><th>guard stops</th><th>failed</th></tr>\n")
+	p("<tr><th>mode</th><th>items</th><th>accuracy</th><th>95 %% CI</th><th>p50 ms</th><th>p95 ms</th><th>TTFT p50 ms</th><th>tokens in</th><th>tokens out</th><th>model calls</th><th>model loads</th><th>guard stops</th><th>failed</th></tr>\n")
 	for _, s := range rep.Modes {
-		p("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s–%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
-			esc(s.Mode), s.Items, pct(s.Accuracy), pct(s.CILow), pct(s.CIHigh), s.P50MS, s.P95MS, s.TTFTP50MS, s.TokensIn, s.TokensOut, s.Calls, s.GuardStops, s.Failed)
+		p("<tr><td>%s</td><td>%d</td><td>%s</td><td>%s–%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n",
+			esc(s.Mode), s.Items, pct(s.Accuracy), pct(s.CILow), pct(s.CIHigh), s.P50MS, s.P95MS, s.TTFTP50MS, s.TokensIn, s.TokensOut, s.Calls, s.Loads, s.GuardStops, s.Failed)
 	}
-	p("</table>\n<p class=\"note\">Guard stops count stages that ended stopped_* (a repeated call, format errors, no progress, the turn budget). Model loads are not counted: the traces do not say when a node loaded its model.</p>\n")
+	p("</table>\n<p class=\"note\">Model loads count the calls whose node reported loading its model (Ollama's load_duration of 100 ms or more); a node that reports none, such as an OpenAI-compatible server, counts none. Guard stops count stages that ended stopped_* (a repeated call, format errors, no progress, the turn budget).</p>\n")
 
 	if len(rep.Comparisons) > 0 {
 		p("\n<h2>Chain against the best single node, item by item</h2>\n<table id=\"comparisons\">\n")

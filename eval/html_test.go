@@ -32,7 +32,7 @@ func fixedReport(t *testing.T) *Report {
 	for i, it := range its {
 		for j, m := range modes {
 			r := Result{ID: it.ID, Mode: m, Correct: right[m][i] == '1', TraceID: fmt.Sprintf("%02d%02d%028d", i, j, 0),
-				LatencyMS: int64(100*(j+1) + 10*i), TTFTMS: int64(50 * (j + 1)), TokensIn: 100 * (j + 1), TokensOut: 20, Calls: j + 1, Routed: "simple", Answer: "answer <b>" + it.ID + "</b>"}
+				LatencyMS: int64(100*(j+1) + 10*i), TTFTMS: int64(50 * (j + 1)), TokensIn: 100 * (j + 1), TokensOut: 20, Calls: j + 1, Loads: j, Routed: "simple", Answer: "answer <b>" + it.ID + "</b>"}
 			if m == "chain/reflexive" || (m == "chain/auto" && i%2 == 1) {
 				r.Routed = "reflexive"
 			}

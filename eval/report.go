@@ -44,8 +44,7 @@ type Report struct {
 	Results []Result `json:"items"`
 }
 
-// ModeSummary is one mode's line of the report. Model loads are not
-// reported: the engine's traces do not say when a node loaded its model.
+// ModeSummary is one mode's line of the report.
 type ModeSummary struct {
 	Mode string `json:"mode"`
 	// Node marks a single node's mode (simple mode pinned to it).
@@ -68,6 +67,7 @@ type ModeSummary struct {
 	TokensIn   int `json:"tokens_in"`
 	TokensOut  int `json:"tokens_out"`
 	Calls      int `json:"model_calls"`
+	Loads      int `json:"model_loads"`
 	GuardStops int `json:"guard_stops"`
 }
 
@@ -174,6 +174,7 @@ func summarize(mode string, node bool, rs []Result) ModeSummary {
 		s.TokensIn += r.TokensIn
 		s.TokensOut += r.TokensOut
 		s.Calls += r.Calls
+		s.Loads += r.Loads
 		s.GuardStops += r.GuardStops
 	}
 	if s.Items > 0 {
@@ -248,10 +249,10 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	for _, s := range rep.Modes {
 		width = max(width, len(s.Mode))
 	}
-	fmt.Fprintf(tw, "%-*s\titems\taccuracy\t95%% CI\tp50 ms\tp95 ms\tTTFT p50\ttokens in\ttokens out\tcalls\tguard stops\tfailed\t\n", width, "mode")
+	fmt.Fprintf(tw, "%-*s\titems\taccuracy\t95%% CI\tp50 ms\tp95 ms\tTTFT p50\ttokens in\ttokens out\tcalls\tloads\tguard stops\tfailed\t\n", width, "mode")
 	for _, s := range rep.Modes {
-		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s–%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", width, s.Mode, s.Items, pct(s.Accuracy), pct(s.CILow), pct(s.CIHigh),
-			s.P50MS, s.P95MS, s.TTFTP50MS, s.TokensIn, s.TokensOut, s.Calls, s.GuardStops, s.Failed)
+		fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s–%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", width, s.Mode, s.Items, pct(s.Accuracy), pct(s.CILow), pct(s.CIHigh),
+			s.P50MS, s.P95MS, s.TTFTP50MS, s.TokensIn, s.TokensOut, s.Calls, s.Loads, s.GuardStops, s.Failed)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -77,9 +77,11 @@ type Result struct {
 	TTFTMS    int64 `json:"ttft_ms"`
 	TokensIn  int   `json:"tokens_in"`
 	TokensOut int   `json:"tokens_out"`
-	// Calls counts the model calls, summaries included; GuardStops the
+	// Calls counts the model calls, summaries included; Loads those that
+	// loaded their model (chain.ModelCall.LoadedModel); GuardStops the
 	// stages the guards stopped (a stopped_* status).
 	Calls      int     `json:"model_calls"`
+	Loads      int     `json:"model_loads"`
 	GuardStops int     `json:"guard_stops"`
 	Stages     []Stage `json:"stages,omitempty"`
 	// Answer is the reply, cut at answerCap bytes.
@@ -248,6 +250,11 @@ func describe(res *Result, tr *chain.Trace) {
 	res.TokensIn, res.TokensOut = u.PromptTokens, u.CompletionTokens
 	for _, s := range tr.Stages {
 		res.Calls += len(s.Calls)
+		for i := range s.Calls {
+			if s.Calls[i].LoadedModel() {
+				res.Loads++
+			}
+		}
 		if strings.HasPrefix(s.Status, "stopped_") {
 			res.GuardStops++
 		}

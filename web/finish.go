@@ -43,7 +43,11 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		if res != nil {
 			upstream = res.Upstream
 		}
-		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr)
+		var since int64
+		if run != nil && !run.Started.IsZero() {
+			since = start.Sub(run.Started).Milliseconds()
+		}
+		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr, since)
 	}
 	s.endSpan(c, status, tr, err)
 }

@@ -27,6 +27,13 @@ type Metrics struct {
 	upstream  *prometheus.CounterVec
 	queueWait *prometheus.HistogramVec
 	fitting   *prometheus.CounterVec
+	// loads and loadSeconds count the calls that loaded their model
+	// (chain.ModelCall.LoadedModel) and how long each load took.
+	loads       *prometheus.CounterVec
+	loadSeconds *prometheus.HistogramVec
+	// models are the nodes' models (the engine's, set with serverTool):
+	// a summary's call names its node only.
+	models map[string]string
 	// serverTool reports a name of the server's tools (the engine's, set
 	// by the first server built on these metrics): other names, a
 	// client's tools or a name a model made up, are not labels of their
@@ -120,8 +127,15 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 		fitting: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chainproxy_context_actions_total", Help: "What context fitting did to prompts, by node and action (shortened, summarized, reused, dropped, images_dropped, refit; overflow: a node reported a prompt at its window).",
 		}, []string{"node", "action"}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chainproxy_model_loads_total", Help: "Model calls that loaded their model, by node and model: the node reported a load of 100 ms or more (Ollama's load_duration, which is a few ms for a model already loaded).",
+		}, []string{"node", "model"}),
+		loadSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "chainproxy_model_load_seconds", Help: "How long each model load counted in chainproxy_model_loads_total took, as the node reported it (a load and its wait for the models it evicted).",
+			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
+		}, []string{"node", "model"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.own, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait, m.fitting)
+	reg.MustRegister(m.requests, m.duration, m.own, m.turns, m.stages, m.toolCalls, m.upstream, m.queueWait, m.fitting, m.loads, m.loadSeconds)
 	if queued != nil {
 		for _, n := range nodes {
 			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -178,6 +192,10 @@ func (m *Metrics) watchHosts(e *chain.Engine) {
 	}
 	if m.serverTool == nil {
 		m.serverTool = e.ServerTool
+		m.models = map[string]string{}
+		for _, n := range e.Nodes() {
+			m.models[n.Name] = n.Model
+		}
 	}
 	labels := []string{"node", "host"}
 	_ = m.reg.Register(hostCollector{
@@ -220,7 +238,11 @@ func (m *Metrics) observeRejected(route string, status int) {
 	m.requests.WithLabelValues(route, "", strconv.Itoa(status)).Inc()
 }
 
-func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace) {
+// observeRequest counts a request that ended after d, upstream of it spent
+// waiting for nodes, with its trace tr. since is when the request started,
+// in the trace's milliseconds: a resumed chain's trace holds the calls of
+// its earlier requests too, which were counted with them.
+func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace, since int64) {
 	rs := m.request(route, mode, status)
 	rs.requests.Inc()
 	rs.duration.Observe(d.Seconds())
@@ -230,7 +252,8 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 	if tr == nil {
 		return
 	}
-	for _, st := range tr.Stages {
+	for i := range tr.Stages {
+		st := &tr.Stages[i]
 		ss := m.stage(st.Node, st.Status)
 		ss.turns.Observe(float64(st.Turns))
 		ss.stages.Inc()
@@ -239,6 +262,11 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 		}
 		for _, t := range st.ToolsUsed {
 			m.toolCalls.WithLabelValues(m.toolLabel(t), t.Status).Inc()
+		}
+		for i := range st.Calls {
+			if c := &st.Calls[i]; c.StartMS >= since && c.LoadedModel() {
+				m.observeLoad(st, c)
+			}
 		}
 		if ct := st.Context; ct != nil {
 			for _, a := range ct.Actions {
@@ -249,6 +277,17 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 			}
 		}
 	}
+}
+
+// observeLoad counts the model load of c, a call of st: the stage's node
+// and model, or for a summary the summarizer's.
+func (m *Metrics) observeLoad(st *chain.StageTrace, c *chain.ModelCall) {
+	node, model := st.Node, st.Model
+	if c.Node != "" {
+		node, model = c.Node, m.models[c.Node]
+	}
+	m.loads.WithLabelValues(node, model).Inc()
+	m.loadSeconds.WithLabelValues(node, model).Observe(float64(*c.LoadMS) / 1000)
 }
 
 // Tool labels of the calls that are not the server's own tools.

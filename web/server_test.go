@@ -264,7 +264,7 @@ func normalize(t *testing.T, b []byte) []byte {
 		case map[string]any:
 			for k, val := range x {
 				switch k {
-				case "duration_ms", "start_ms", "queue_ms", "created", "id", "trace_id":
+				case "duration_ms", "start_ms", "queue_ms", "load_ms", "generation_ms", "created", "id", "trace_id":
 					x[k] = "X"
 				default:
 					walk(val)

@@ -163,7 +163,26 @@ type Chunk struct {
 	// names it (Ollama's done line, an OpenAI-compatible answer's model):
 	// the exported span's gen_ai.response.model.
 	Model string
+	// Load, on a last chunk, is how long the upstream took to have the
+	// model ready for the call, as it reports it: Ollama's load_duration,
+	// from the request's arrival to its model's runner being ready, so a
+	// load and the wait for the models it evicts are in it, and a few
+	// milliseconds of its own work when the model was loaded already
+	// (LoadThreshold). 0 when the upstream reports none, as
+	// OpenAI-compatible servers do not.
+	Load time.Duration
 }
+
+// LoadThreshold is the Load at or above which a call counts as having
+// loaded its model (the trace's load, chainproxy_model_loads_total, eval's
+// model_loads). Ollama reports a load_duration on every answer: for a
+// model already loaded it is the time to read the request and the model's
+// manifest and to be handed the runner, a few milliseconds (v0.17.4,
+// server/routes.go ChatHandler: checkpointLoaded − checkpointStart; 1 to
+// 10 ms measured on a tiny model), whereas starting a runner and reading
+// the weights takes a few hundred milliseconds even for a tiny model (280
+// to 300 ms measured).
+const LoadThreshold = 100 * time.Millisecond
 
 // Empty reports whether c carries nothing: backends skip such chunks.
 func (c Chunk) Empty() bool {

@@ -459,9 +459,11 @@ export class TracesView {
 
 /**
  * spans lays a trace out in time: per stage its extent, model calls (queue
- * wait, then generation), tool calls and client round trips, all in ms
- * from the chain's start. total is the trace's duration, at least the end
- * of the last thing in it.
+ * wait, then the node's time: its model's load, when the node reports it,
+ * and generation), tool calls and client round trips, all in ms from the
+ * chain's start. A call's load is null when its node reports none
+ * (OpenAI-compatible servers): gen is then the whole node time. total is
+ * the trace's duration, at least the end of the last thing in it.
  */
 export function spans(doc) {
   const stages = Array.isArray(doc?.chain?.stages) ? doc.chain.stages : [];
@@ -474,7 +476,9 @@ export function spans(doc) {
     const calls = (st.calls ?? []).map((c) => ({
       start: c.start_ms ?? 0,
       queue: c.queue_ms ?? 0,
-      gen: c.duration_ms ?? 0,
+      node_ms: c.duration_ms ?? 0,
+      load: typeof c.load_ms === "number" ? c.load_ms : null,
+      gen: typeof c.load_ms === "number" ? (c.generation_ms ?? Math.max((c.duration_ms ?? 0) - c.load_ms, 0)) : (c.duration_ms ?? 0),
       turn: c.turn,
       kind: c.kind ?? "",
       node: c.node ?? "",
@@ -489,7 +493,7 @@ export function spans(doc) {
       status: t.status ?? "",
       client: !!t.client,
     }));
-    for (const c of calls) end = Math.max(end, c.start + c.queue + c.gen);
+    for (const c of calls) end = Math.max(end, c.start + c.queue + c.node_ms);
     for (const t of tools) end = Math.max(end, t.start + t.dur);
     out.push({ node: st.node ?? "?", status: st.status ?? "", start, end, calls, tools });
     last = Math.max(last, end);
@@ -583,13 +587,20 @@ export function timeline(doc) {
       const label = c.kind === "summary" ? `summary${c.node ? ` (${c.node})` : ""}` : `turn ${c.turn ?? "?"}`;
       const bars = [];
       if (c.queue > 0) bars.push(bar("tl-queue", c.start, c.queue, total, `waited ${formatDuration(c.queue)} for a slot`));
-      const g = bar(`tl-gen${c.error ? " tl-error" : ""}`, c.start + c.queue, c.gen, total, `${label}: ${formatDuration(c.gen)}${c.tokens ? `, ${c.tokens} tokens` : ""}${c.error ? `, ${c.error}` : ""}`);
+      // The node's time: its model's load first, when it reports one,
+      // then generation; unsplit when it reports none.
+      const load = c.load ?? 0;
+      if (load > 0) bars.push(bar("tl-load", c.start + c.queue, load, total, `${label}: model load ${formatDuration(load)}`));
+      const what = c.load === null ? label : `${label}: generation`;
+      const g = bar(`tl-gen${c.error ? " tl-error" : ""}`, c.start + c.queue + load, c.gen, total, `${what}: ${formatDuration(c.gen)}${c.tokens ? `, ${c.tokens} tokens` : ""}${c.error ? `, ${c.error}` : ""}`);
       bars.push(g);
-      const note = [`${formatDuration(c.queue + c.gen)}`];
+      const note = [`${formatDuration(c.queue + c.node_ms)}`];
       if (c.queue) note.push(`queue ${formatDuration(c.queue)}`);
+      if (load) note.push(`load ${formatDuration(load)}`);
       if (c.tokens) note.push(`${numberFmt.format(c.tokens)} tokens`);
       const r = row(label, `tl-call${c.kind ? ` tl-call-${c.kind}` : ""}`, bars, note.join(" · "));
       r.dataset.kind = c.kind || "turn";
+      r.dataset.node = c.node || st.node;
       box.append(r);
     }
     for (const t of st.tools) {
@@ -605,7 +616,8 @@ export function timeline(doc) {
   const legend = el("p", "tl-legend");
   for (const [cls, word] of [
     ["tl-queue", "queue"],
-    ["tl-gen", "model call"],
+    ["tl-load", "model load"],
+    ["tl-gen", "generation"],
     ["tl-tool", "tool"],
     ["tl-client", "client round trip"],
   ]) {

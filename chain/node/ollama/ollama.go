@@ -483,6 +483,7 @@ func (s *Stream) Add(resp *api.ChatResponse) node.Chunk {
 	}
 	s.done = true
 	c.Model = resp.Model
+	c.Load = resp.LoadDuration
 	content, reasoning := s.think.Flush()
 	c.Content += content
 	c.Reasoning += reasoning

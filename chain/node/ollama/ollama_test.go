@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -171,7 +172,9 @@ func TestChatDeliversPiecesAsTheyCome(t *testing.T) {
 	}
 	want := []node.Chunk{
 		{Reasoning: "a"}, {Reasoning: "b"}, {Content: "c"}, {Content: "d"},
-		{FinishReason: "stop", Model: "qwen3:1.7b"}, // the done line names the model
+		// The done line names the model and its load_duration (the
+		// fake's microsecond: no load).
+		{FinishReason: "stop", Model: "qwen3:1.7b", Load: time.Microsecond},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("chunks (-want +got):\n%s", diff)
@@ -597,5 +600,42 @@ func TestStreamNamesCountAsCalls(t *testing.T) {
 	}
 	if held > limit {
 		t.Errorf("calls hold %d bytes, want at most %d", held, limit)
+	}
+}
+
+// TestChatReadsLoadDuration: the done line's load_duration, in nanoseconds
+// as Ollama writes it, is the last chunk's Load. The lines are Ollama
+// v0.17.4's, from a tiny model: loading it, then finding it loaded.
+func TestChatReadsLoadDuration(t *testing.T) {
+	tests := []struct {
+		name, done string
+		want       time.Duration
+	}{
+		{"a load", `"total_duration":378400000,"load_duration":299012345,"prompt_eval_count":10,"prompt_eval_duration":36100000,"eval_count":3,"eval_duration":39800000`, 299012345},
+		{"loaded already", `"total_duration":20800000,"load_duration":5712000,"prompt_eval_count":10,"prompt_eval_duration":6200000,"eval_count":3,"eval_duration":5500000`, 5712 * time.Microsecond},
+		{"none reported", `"eval_count":3`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+				fmt.Fprintln(w, `{"model":"qwen3:1.7b","created_at":"2026-11-28T20:00:00Z","message":{"role":"assistant","content":"hi"},"done":false}`)
+				fmt.Fprintln(w, `{"model":"qwen3:1.7b","created_at":"2026-11-28T20:00:00Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop",`+tt.done+`}`)
+			}))
+			defer srv.Close()
+			var got time.Duration
+			err := New(nodeAt(srv.URL), nil).Chat(t.Context(), userRequest("hi"), func(c node.Chunk) error {
+				if c.FinishReason != "" {
+					got = c.Load
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("Chat() error = %v", err)
+			}
+			if got != tt.want {
+				t.Errorf("last chunk's Load = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
