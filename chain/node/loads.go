@@ -56,9 +56,10 @@ const residentRead = 200 * time.Millisecond
 // they change only when a model is pulled or removed.
 const sizesRead = time.Minute
 
-// loadsTimeout bounds a read of what a server holds and an early load:
-// neither is in a request's path, and a large model takes minutes to load
-// from a slow disk.
+// loadsTimeout bounds an early load: it is in no request's path, and a
+// large model takes minutes to load from a slow disk (Ollama's own bound,
+// OLLAMA_LOAD_TIMEOUT, is 5 minutes). A read of what a server holds is
+// bounded by ProbeWait: a call that would evict a model waits for it.
 const loadsTimeout = 5 * time.Minute
 
 // runnerQueue schedules the calls of the nodes that share one Ollama
@@ -213,7 +214,7 @@ func (a *Admission) runnerReleaser(g *gate) func() {
 			read := r.staleLocked(time.Now())
 			a.mu.Unlock()
 			if read {
-				go a.read(r) // exits when the read ends, within loadsTimeout
+				go a.read(r) // exits when the read ends, within ProbeWait
 			}
 		})
 	}
@@ -390,7 +391,7 @@ func (r *runnerQueue) staleLocked(now time.Time) bool {
 // read; the resident models are replaced by it only when no call was sent
 // meanwhile and none is in flight.
 func (a *Admission) read(r *runnerQueue) {
-	ctx, cancel := context.WithTimeout(context.Background(), loadsTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ProbeWait)
 	defer cancel()
 	a.mu.Lock()
 	sent, sizes := r.sent, time.Since(r.sizesAt) >= sizesRead
@@ -479,7 +480,7 @@ func (a *Admission) Warm(first string, later []Preload) {
 		if g := a.gates[first]; g != nil && g.runner == r {
 			now = g.model
 		}
-		go a.warm(r, now, wanted[i]) // exits when its read and loads end, within loadsTimeout each
+		go a.warm(r, now, wanted[i]) // exits when its read and loads end, within ProbeWait and loadsTimeout
 	}
 }
 
