@@ -80,7 +80,6 @@ const loadsTimeout = 5 * time.Minute
 //
 // Its fields after loader are guarded by Admission.mu.
 type runnerQueue struct {
-	url    string
 	wait   time.Duration
 	loader ModelLoader // of one of its nodes: every node sees one server
 
@@ -107,12 +106,13 @@ type runnerQueue struct {
 	sent            uint64
 }
 
-// ScheduleLoads makes a schedule calls around model loads on every Ollama
-// server that two or more of nodes share (one base_url each, backends from
-// set that are ModelLoaders), letting a call wait up to wait beyond its
-// arrival order (admission.max_reorder_wait). Nodes alone on their server,
-// of several hosts or of another protocol keep the plain queue. It is
-// called once, before the first call; a wait of 0 leaves every queue plain.
+// ScheduleLoads makes a schedule the calls around model loads on each
+// Ollama server that two or more of nodes share (one base_url each,
+// backends from set that are ModelLoaders), letting a call wait up to
+// wait beyond its arrival order (admission.max_reorder_wait). Nodes alone
+// on their server, of several hosts or of another protocol keep the plain
+// queue. It is called once, before the first call; a wait of 0 leaves
+// every queue plain.
 func (a *Admission) ScheduleLoads(nodes []config.Node, set *Set, wait time.Duration) {
 	if wait <= 0 {
 		return
@@ -139,7 +139,7 @@ func (a *Admission) ScheduleLoads(nodes []config.Node, set *Set, wait time.Durat
 			continue
 		}
 		b, _ := set.Backend(ns[0].Name)
-		r := &runnerQueue{url: u, wait: wait, loader: b.(ModelLoader), waiters: list.New(),
+		r := &runnerQueue{wait: wait, loader: b.(ModelLoader), waiters: list.New(),
 			inFlight: map[string]int{}, resident: map[string]bool{}, kept: map[string]bool{}, held: map[string]bool{}, size: map[string]int64{}}
 		for _, n := range ns {
 			g := a.gates[n.Name]
