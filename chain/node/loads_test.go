@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -110,24 +111,12 @@ func TestLoadSchedulingGroupsWithinTheBound(t *testing.T) {
 				time.Sleep(time.Second)
 				wg.Go(func() { call("A3", "A", 5*time.Second) })
 				wg.Wait()
-				if got := order; !equal(got, tt.want) {
+				if got := order; !slices.Equal(got, tt.want) {
 					t.Errorf("granted %q, want %q", got, tt.want)
 				}
 			})
 		})
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // A later stage's model is loaded early when it fits beside the models in
@@ -166,7 +155,7 @@ func TestWarmLoadsWhatFits(t *testing.T) {
 		time.Sleep(residentRead)
 		a.Warm("OL1", later)
 		synctest.Wait()
-		if got, want := preloads(), []string{"m2:latest"}; !equal(got, want) {
+		if got, want := preloads(), []string{"m2:latest"}; !slices.Equal(got, want) {
 			t.Errorf("preloaded %q, want %q", got, want)
 		}
 
@@ -177,7 +166,7 @@ func TestWarmLoadsWhatFits(t *testing.T) {
 		time.Sleep(residentRead)
 		a.Warm("OL1", later)
 		synctest.Wait()
-		if got, want := preloads(), []string{"m2:latest", "m1:latest"}; !equal(got, want) {
+		if got, want := preloads(), []string{"m2:latest", "m1:latest"}; !slices.Equal(got, want) {
 			t.Errorf("preloaded %q, want %q", got, want)
 		}
 
@@ -190,8 +179,66 @@ func TestWarmLoadsWhatFits(t *testing.T) {
 		time.Sleep(residentRead)
 		a.Warm("OL1", []Preload{{Node: "M1"}})
 		synctest.Wait()
-		if got, want := preloads(), []string{"m2:latest", "m1:latest"}; !equal(got, want) {
+		if got, want := preloads(), []string{"m2:latest", "m1:latest"}; !slices.Equal(got, want) {
 			t.Errorf("with m2 in use: preloaded %q, want %q", got, want)
 		}
 	})
+}
+
+// plainBackend is a backend that cannot tell what its server holds (an
+// OpenAI-compatible one).
+type plainBackend struct{}
+
+func (plainBackend) Chat(context.Context, *Request, func(Chunk) error) error { return nil }
+
+// Only the nodes of an Ollama server that another node shares, of one
+// host each, are scheduled: a single node, OpenAI-compatible nodes, nodes
+// of several hosts and every node with the scheduling off keep the plain
+// queue.
+func TestScheduleLoadsOnlySharedOllama(t *testing.T) {
+	srv := &memServer{}
+	ollama := func(name, url string) config.Node {
+		return config.Node{Name: name, Provider: config.ProviderOllama, BaseURL: url, Model: name, MaxQueue: 8}
+	}
+	tests := []struct {
+		name      string
+		nodes     []config.Node
+		loaders   bool // the backends are ModelLoaders
+		wait      time.Duration
+		scheduled []string
+	}{
+		{"shared ollama server", []config.Node{ollama("A", "http://gpu:11434"), ollama("B", "http://GPU:11434/"), ollama("C", "http://other:11434")}, true, time.Minute, []string{"A", "B"}},
+		{"one node", []config.Node{ollama("A", "http://gpu:11434")}, true, time.Minute, nil},
+		{"openai-compatible", []config.Node{
+			{Name: "A", Provider: config.ProviderOpenAI, BaseURL: "http://gpu:8000/v1", Model: "a"},
+			{Name: "B", Provider: config.ProviderOpenAI, BaseURL: "http://gpu:8000/v1", Model: "b"},
+		}, false, time.Minute, nil},
+		{"several hosts", []config.Node{
+			{Name: "A", Provider: config.ProviderOllama, BaseURLs: []string{"http://gpu:11434", "http://gpu2:11434"}, Model: "a"},
+			ollama("B", "http://gpu:11434"),
+		}, true, time.Minute, nil},
+		{"off", []config.Node{ollama("A", "http://gpu:11434"), ollama("B", "http://gpu:11434")}, true, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			backends := map[string]Backend{}
+			for _, n := range tt.nodes {
+				backends[n.Name] = plainBackend{}
+				if tt.loaders {
+					backends[n.Name] = memLoader{srv, n.Model}
+				}
+			}
+			a := NewAdmission(tt.nodes)
+			a.ScheduleLoads(tt.nodes, SetOf(backends), tt.wait)
+			var got []string
+			for _, n := range tt.nodes {
+				if a.gates[n.Name].runner != nil {
+					got = append(got, n.Name)
+				}
+			}
+			if !slices.Equal(got, tt.scheduled) {
+				t.Errorf("scheduled nodes = %q, want %q", got, tt.scheduled)
+			}
+		})
+	}
 }
