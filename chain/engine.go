@@ -110,6 +110,9 @@ type Engine struct {
 	// watcher sees every run's events (SetWatcher); a pointer, so that
 	// setting it never races with the runs reading it.
 	watcher atomic.Pointer[Watcher]
+	// warm loads the later stages' models early, when the admission
+	// schedules loads (warm.go); nil otherwise.
+	warm func()
 }
 
 // New builds an Engine over the configured nodes.
@@ -165,6 +168,11 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			}
 			node.keepAlive = &d
 		}
+		if n.KeepLoaded {
+			// Ollama's keep_alive -1: loaded for good.
+			d := time.Duration(-1)
+			node.keepAlive = &d
+		}
 		if n.OfflineFor > 0 {
 			e.offline.SetTTL(n.Name, n.OfflineFor)
 		}
@@ -174,6 +182,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			e.byModel[n.Model] = node
 		}
 	}
+	e.warm = e.preloads(deps.Admission)
 	tv := e.newToolView()
 	e.toolSet.Store(tv)
 	e.warnToolFit(tv)
@@ -346,6 +355,9 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	r.trace.Mode, r.trace.Reasons, r.question, background = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
+	if r.trace.Mode == ModeReflexive && e.warm != nil {
+		e.warm()
+	}
 	if r.trace.Mode == ModeReflexive {
 		// Simple mode never pauses, so has nothing to resume: no note.
 		if note != "" {

@@ -138,6 +138,11 @@ type Node struct {
 	// call, in Ollama's syntax: a duration ("5m"), seconds ("300"), "-1"
 	// for ever, "0" to unload at once. Empty leaves Ollama's default.
 	KeepAlive string `yaml:"keep_alive" json:"keep_alive,omitempty"`
+	// KeepLoaded keeps an Ollama node's model loaded for good (its calls
+	// and early loads are sent keep_alive -1), and the load scheduling
+	// counts it as resident: for a small model every chain calls first,
+	// which then never waits for a load.
+	KeepLoaded bool `yaml:"keep_loaded" json:"keep_loaded,omitempty"`
 	// Capabilities, when set, replace what the node's server reports of its
 	// model ("tools", "completion", …), for servers that report nothing.
 	Capabilities []string `yaml:"capabilities" json:"capabilities,omitempty"`
@@ -444,19 +449,29 @@ const (
 )
 
 // Admission tunes how replicas share the nodes' max_concurrency when
-// store.redis_url is set.
+// store.redis_url is set, and the scheduling of calls around model loads
+// on Ollama servers that several nodes share.
 type Admission struct {
 	// Lease is how long a slot taken in Redis lasts unless renewed: a
 	// replica that dies holding slots frees them within it (default 15s).
 	Lease time.Duration `yaml:"lease" json:"lease"`
+	// MaxReorderWait is how much longer than in arrival order a call to an
+	// Ollama server several nodes share may wait so that the calls for the
+	// models it holds go first (default 30s). 0 turns the load scheduling
+	// off: calls go in arrival order and no model is loaded early.
+	MaxReorderWait time.Duration `yaml:"max_reorder_wait" json:"max_reorder_wait"`
 }
+
+// DefaultMaxReorderWait is admission.max_reorder_wait's default: longer
+// than a large model's load, so that grouping can save one.
+const DefaultMaxReorderWait = 30 * time.Second
 
 // Default returns the configuration used for every key a file leaves out:
 // a local Ollama serving OL1 and M1, an OpenAI-compatible M2.
 func Default() *Config {
 	return &Config{
 		replaceNodes: true,
-		Admission:    Admission{Lease: 15 * time.Second},
+		Admission:    Admission{Lease: 15 * time.Second, MaxReorderWait: DefaultMaxReorderWait},
 		Server: Server{
 			Addr:            "127.0.0.1:8080",
 			APIKeys:         []string{},

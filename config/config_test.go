@@ -32,6 +32,8 @@ func TestDefaultsEqualTheExample(t *testing.T) {
 		{"stages[1]", cfg.Chain.Stages[1], Stage{Node: "M1", MaxTurns: 3}},
 		{"stages[2]", cfg.Chain.Stages[2], Stage{Node: "M2", MaxTurns: 2}},
 		{"max_total_turns", cfg.Chain.MaxTotalTurns, 8},
+		{"admission.max_reorder_wait", cfg.Admission.MaxReorderWait, 30 * time.Second},
+		{"nodes[0].keep_loaded", cfg.Nodes[0].KeepLoaded, false},
 		{"simple_node", cfg.Chain.SimpleNode, "OL1"},
 		{"chain.resume_ttl", cfg.Chain.ResumeTTL, 30 * time.Minute},
 		{"chain.tools_share", cfg.Chain.ToolsShare, 0.25},
@@ -163,6 +165,9 @@ func TestValidationErrors(t *testing.T) {
 		{"base_urls duplicate", "nodes:\n  - {name: OL1, provider: ollama, base_urls: [\"http://x:1\", \"http://x:1/\"], model: m}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].base_urls[1]: duplicate host "http://x:1/"`},
 		{"base_urls bad url", "nodes:\n  - {name: OL1, provider: ollama, base_urls: [\"http://x:1\", \"x:2\"], model: m}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].base_urls[1]: want an http:// or https:// URL, got "x:2"`},
 		{"admission lease zero", "admission:\n  lease: 0s\n", `config: admission.lease: must be positive, got 0s`},
+		{"negative reorder wait", "admission:\n  max_reorder_wait: -1s\n", `config: admission.max_reorder_wait: must not be negative (0 turns the load scheduling off), got -1s`},
+		{"keep_loaded on openai", "nodes:\n  - {name: OL1, provider: openai, base_url: http://x/v1, model: m, keep_loaded: true}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].keep_loaded: only an ollama node keeps its model loaded, not provider "openai"`},
+		{"keep_loaded and keep_alive", "nodes:\n  - {name: OL1, provider: ollama, base_url: http://x, model: m, keep_loaded: true, keep_alive: 5m}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].keep_loaded: set keep_loaded (keep_alive -1) or keep_alive, not both`},
 		{"mock without script", "nodes:\n  - {name: OL1, provider: mock}\nchain:\n  stages: [{node: OL1, max_turns: 1}]\n", `config: nodes[0].mock: a mock node needs a script`},
 	}
 	for _, tt := range tests {

@@ -20,7 +20,7 @@ func (c *Config) runners() (order []runner, users map[runner][]Node) {
 			continue
 		}
 		for _, h := range n.Hosts() {
-			r := runner{strings.ToLower(strings.TrimRight(h, "/")), fullModelName(n.Model)}
+			r := runner{strings.ToLower(strings.TrimRight(h, "/")), FullModelName(n.Model)}
 			if slices.ContainsFunc(users[r], func(m Node) bool { return m.Name == n.Name }) {
 				continue
 			}
@@ -85,9 +85,9 @@ func (c *Config) SharedRunnerWarnings() []string {
 	return out
 }
 
-// fullModelName is an Ollama model name with its implied ":latest" tag,
+// FullModelName is an Ollama model name with its implied ":latest" tag,
 // under which Ollama knows a name given without one.
-func fullModelName(m string) string {
+func FullModelName(m string) string {
 	m = strings.ToLower(strings.TrimSpace(m))
 	if i := strings.LastIndexByte(m, '/'); !strings.Contains(m[i+1:], ":") {
 		return m + ":latest"

@@ -146,6 +146,14 @@ func (n Node) validate(p string) (ps problems) {
 			ps.add(p+".keep_alive", "%v", err)
 		}
 	}
+	if n.KeepLoaded {
+		switch {
+		case n.Provider != ProviderOllama:
+			ps.add(p+".keep_loaded", "only an ollama node keeps its model loaded, not provider %q", n.Provider)
+		case n.KeepAlive != "":
+			ps.add(p+".keep_loaded", "set keep_loaded (keep_alive -1) or keep_alive, not both")
+		}
+	}
 	if n.ContextWindow < 0 || n.ContextWindow > 0 && n.ContextWindow < 512 {
 		ps.add(p+".context_window", "want at least 512 tokens (or 0 to learn it from the server), got %d", n.ContextWindow)
 	}
@@ -369,6 +377,9 @@ func (a Antiloop) validate() (ps problems) {
 func (a Admission) validate() (ps problems) {
 	if a.Lease <= 0 {
 		ps.add("admission.lease", "must be positive, got %s", a.Lease)
+	}
+	if a.MaxReorderWait < 0 {
+		ps.add("admission.max_reorder_wait", "must not be negative (0 turns the load scheduling off), got %s", a.MaxReorderWait)
 	}
 	return ps
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ollama/ollama/api"
 
+	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 )
 
@@ -51,8 +52,9 @@ type chainSim struct {
 
 // startChainSim starts a simulated one-GPU Ollama (fakeollama's scheduler,
 // every duration multiplied by scale) and the proxy built from cmd/proxy
-// with a reflexive chain over its three models.
-func startChainSim(ctx context.Context, bin, dir, logLevel string, scale float64) (*chainSim, error) {
+// with a reflexive chain over its three models, its load scheduling on or
+// off (chainsConfig).
+func startChainSim(ctx context.Context, bin, dir, logLevel string, scale float64, sched bool) (*chainSim, error) {
 	gen := map[string]time.Duration{}
 	sizes := map[string]int64{}
 	for _, m := range chainModels {
@@ -83,7 +85,7 @@ func startChainSim(ctx context.Context, bin, dir, logLevel string, scale float64
 		sim.Stop()
 		return nil, err
 	}
-	px, err := startProxy(ctx, "chains-proxy", bin, "", dir, chainsConfig(sim.URL, root), logLevel, nil)
+	px, err := startProxy(ctx, "chains-proxy", bin, "", dir, chainsConfig(sim.URL, root, sched, scale), logLevel, nil)
 	if err != nil {
 		sim.Stop()
 		return nil, err
@@ -100,18 +102,28 @@ func scaled(d time.Duration, scale float64) time.Duration {
 	return time.Duration(float64(d) * scale)
 }
 
-// simulated turns a measured wall time back into simulated seconds.
-func (c *chainSim) simulated(d time.Duration) float64 { return d.Seconds() / c.scale }
-
 // chainsConfig is the proxy's configuration: the three nodes on the
 // simulator with the defaults a user has (max_concurrency 1, Ollama's
-// keep_alive), the default stages (OL1 with tools, M1, M2).
-func chainsConfig(sim, toolsRoot string) string {
+// keep_alive), the default stages (OL1 with tools, M1, M2). With sched,
+// the load scheduling is on with its default bound (admission.
+// max_reorder_wait, scaled) and OL1's small model is kept loaded
+// (keep_loaded), as issue 44 proposes; without, the scheduling is off
+// (max_reorder_wait 0) and nothing is kept: the proxy as it was.
+func chainsConfig(sim, toolsRoot string, sched bool, scale float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "server:\n  addr: 127.0.0.1:0\nnodes:\n")
 	for _, m := range chainModels {
-		fmt.Fprintf(&b, "  - {name: %s, provider: ollama, base_url: %q, model: %q}\n", m.node, sim, m.model)
+		keep := ""
+		if sched && m.node == "OL1" {
+			keep = ", keep_loaded: true"
+		}
+		fmt.Fprintf(&b, "  - {name: %s, provider: ollama, base_url: %q, model: %q%s}\n", m.node, sim, m.model, keep)
 	}
+	wait := time.Duration(0)
+	if sched {
+		wait = scaled(config.DefaultMaxReorderWait, scale)
+	}
+	fmt.Fprintf(&b, "admission:\n  max_reorder_wait: %s\n", wait)
 	fmt.Fprintf(&b, "tools:\n  root: %q\n", toolsRoot)
 	return b.String()
 }
@@ -120,8 +132,23 @@ func chainsConfig(sim, toolsRoot string) string {
 type chainRun struct {
 	start, end time.Duration // since the part began, wall time
 	calls      []string      // the models called during it (one chain at a time only)
-	loads      []fakeollama.LoadEvent
-	err        error
+	// waited are its calls' load_duration, as the simulator answered
+	// (one chain at a time only): a call that waited for a load had
+	// that load on the chain's critical path.
+	waited []time.Duration
+	loads  []fakeollama.LoadEvent
+	err    error
+}
+
+// chainsResult is one mode's runs: one chain at a time, then eight
+// arriving one second apart, with the simulator's loads and calls.
+type chainsResult struct {
+	sched bool
+	cs    *chainSim // for its scale; stopped
+	seq   []chainRun
+	conc  []chainRun
+	loads []fakeollama.LoadEvent
+	calls int
 }
 
 // runChain sends one reflexive request and waits for its whole answer.
@@ -130,7 +157,8 @@ func runChain(ctx context.Context, url string) error {
 	return r.err
 }
 
-// runChains runs the -chains scenario and prints its report.
+// runChains runs the -chains scenario, the load scheduling off and then on,
+// and prints its report.
 func runChains(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "load: "+format+"\n", args...) }
 	dir, err := os.MkdirTemp("", "chainproxy-chains-")
@@ -149,15 +177,36 @@ func runChains(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	for _, m := range chainModels {
 		gen[m.model] = m.gen
 	}
+	var results []chainsResult
+	for _, sched := range []bool{false, true} {
+		res, err := runChainsMode(ctx, o, bin, dir, sched, logf)
+		if err != nil {
+			return fmt.Errorf("scheduling %s: %w", onOff(sched), err)
+		}
+		results = append(results, res)
+	}
+	reportChains(stdout, o, gen, results)
+	return nil
+}
 
+func onOff(sched bool) string {
+	if sched {
+		return "on"
+	}
+	return "off"
+}
+
+// runChainsMode runs both parts of the scenario with the scheduling on or
+// off, each on a fresh simulator and proxy (a cold GPU).
+func runChainsMode(ctx context.Context, o options, bin, dir string, sched bool, logf func(string, ...any)) (chainsResult, error) {
+	res := chainsResult{sched: sched}
 	// (a) One chain at a time, from a cold GPU: the first chain loads
 	// everything; the later ones show the steady state.
-	logf("chains: %d chains one at a time, scale %g", o.chainsSeq, o.chainsScale)
-	cs, err := startChainSim(ctx, bin, dir, o.proxyLog, o.chainsScale)
+	logf("chains, scheduling %s: %d chains one at a time, scale %g", onOff(sched), o.chainsSeq, o.chainsScale)
+	cs, err := startChainSim(ctx, bin, dir, o.proxyLog, o.chainsScale, sched)
 	if err != nil {
-		return err
+		return res, err
 	}
-	var seq []chainRun
 	begin := time.Now()
 	for range o.chainsSeq {
 		calls0, loads0 := len(cs.sim.Requests()), len(cs.sim.Loads())
@@ -167,22 +216,24 @@ func runChains(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		for _, req := range cs.sim.Requests()[calls0:] {
 			r.calls = append(r.calls, req.Model)
 		}
+		r.waited = cs.sim.LoadDurations()[calls0:]
 		r.loads = cs.sim.Loads()[loads0:]
-		seq = append(seq, r)
+		res.seq = append(res.seq, r)
 		if r.err != nil {
 			cs.stop()
-			return fmt.Errorf("chain one at a time: %w", r.err)
+			return res, fmt.Errorf("chain one at a time: %w", r.err)
 		}
 	}
 	cs.stop()
 
 	// (b) Eight chains arriving one second apart, from a cold GPU.
-	logf("chains: %d chains arriving %s apart (simulated)", chainArrivals, chainSpacing)
-	cs, err = startChainSim(ctx, bin, dir, o.proxyLog, o.chainsScale)
+	logf("chains, scheduling %s: %d chains arriving %s apart (simulated)", onOff(sched), chainArrivals, chainSpacing)
+	cs, err = startChainSim(ctx, bin, dir, o.proxyLog, o.chainsScale, sched)
 	if err != nil {
-		return err
+		return res, err
 	}
 	defer cs.stop()
+	res.cs = cs
 	conc := make([]chainRun, chainArrivals)
 	var wg sync.WaitGroup
 	begin = time.Now()
@@ -203,58 +254,97 @@ func runChains(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	wg.Wait()
 	for i, r := range conc {
 		if r.err != nil {
-			return fmt.Errorf("concurrent chain %d: %w", i, r.err)
+			return res, fmt.Errorf("concurrent chain %d: %w", i, r.err)
 		}
 	}
-	reportChains(stdout, o, cs, gen, seq, conc, cs.sim.Loads(), len(cs.sim.Requests()))
-	return nil
+	res.conc, res.loads, res.calls = conc, cs.sim.Loads(), len(cs.sim.Requests())
+	return res, nil
 }
 
-func reportChains(w io.Writer, o options, cs *chainSim, gen map[string]time.Duration, seq, conc []chainRun, loads []fakeollama.LoadEvent, calls int) {
+// criticalWait is the load_duration above which a call is counted as
+// having waited for a load, in simulated time: the smallest load (OL1's)
+// takes 0.7 s, a call to a loaded model waits none.
+const criticalWait = 200 * time.Millisecond
+
+func reportChains(w io.Writer, o options, gen map[string]time.Duration, results []chainsResult) {
 	fmt.Fprintf(w, "## Chains on one GPU (simulated)\n\n")
 	fmt.Fprintf(w, "fakeollama's scheduler: %.0f GB at %.0f GB/s, Ollama's defaults (keep_alive 5m, one request at a time per model); ", chainGPU/1e9, chainBandwidth/1e9)
 	var ms []string
 	for _, m := range chainModels {
 		ms = append(ms, fmt.Sprintf("%s %s %.1f GB, %.1f s a call", m.node, m.model, float64(m.size)/1e9, m.gen.Seconds()))
 	}
-	fmt.Fprintf(w, "%s. Times in simulated seconds (wall time ÷ %g).\n\n", strings.Join(ms, "; "), o.chainsScale)
+	fmt.Fprintf(w, "%s. Times in simulated seconds (wall time ÷ %g). Scheduling off: `admission.max_reorder_wait: 0`, nothing kept loaded (the proxy as it was); on: the default bound (%s) and `keep_loaded: true` on OL1.\n\n", strings.Join(ms, "; "), o.chainsScale, config.DefaultMaxReorderWait)
 
 	fmt.Fprintf(w, "### One chain at a time\n\n")
-	fmt.Fprintf(w, "| chain | calls | time (s) | generation (s) | loads (s) | loads | other (s) |\n|---|---|---:|---:|---:|---|---:|\n")
-	for i, r := range seq {
-		var g time.Duration
-		for _, m := range r.calls {
-			g += gen[m]
+	fmt.Fprintf(w, "| scheduling | chain | calls | time (s) | generation (s) | time − generation (s) | loads | calls that waited for a load (critical path) |\n|---|---|---|---:|---:|---:|---|---|\n")
+	for _, res := range results {
+		for i, r := range res.seq {
+			var g time.Duration
+			var crit []string
+			for k, m := range r.calls {
+				g += gen[m]
+				if k < len(r.waited) && res.simulated(r.waited[k]) >= criticalWait.Seconds() {
+					crit = append(crit, fmt.Sprintf("%s %.1f s", nodeOf(m), res.simulated(r.waited[k])))
+				}
+			}
+			var ln []string
+			for _, e := range r.loads {
+				ln = append(ln, nodeOf(e.Model))
+			}
+			t := res.simulated(r.end - r.start)
+			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.1f | %.1f | %d (%s) | %d (%s) |\n", onOff(res.sched), i+1, len(r.calls), t, g.Seconds(), t-g.Seconds(), len(r.loads), strings.Join(ln, ", "), len(crit), strings.Join(crit, ", "))
 		}
-		var lt time.Duration
-		var ln []string
-		for _, e := range r.loads {
-			lt += e.Took
-			ln = append(ln, e.Model)
-		}
-		t := cs.simulated(r.end - r.start)
-		fmt.Fprintf(w, "| %d | %s | %.1f | %.1f | %.1f | %d (%s) | %.1f |\n", i+1, strings.Join(r.calls, ", "), t, g.Seconds(), cs.simulated(lt), len(r.loads), strings.Join(ln, ", "), t-g.Seconds()-cs.simulated(lt))
 	}
-	fmt.Fprintf(w, "\nOne chain at a time, every load is on its critical path: \"other\" is the proxy's own time and the scale's rounding.\n\n")
+	fmt.Fprintf(w, "\nA call that waited for a load (its answer's load_duration ≥ %.1f s) had the load on the chain's critical path; a load run while another call works (an early load) is off it.\n\n", criticalWait.Seconds())
 
-	fmt.Fprintf(w, "### %d chains arriving %s apart\n\n", len(conc), chainSpacing)
-	var done []float64
-	for _, r := range conc {
-		done = append(done, cs.simulated(r.end-r.start))
+	fmt.Fprintf(w, "### %d chains arriving %s apart\n\n", chainArrivals, chainSpacing)
+	fmt.Fprintf(w, "| scheduling | model loads | load time (s) | calls | last chain done at (s) | chain time min / median / max (s) |\n|---|---:|---:|---:|---:|---|\n")
+	for _, res := range results {
+		var done []float64
+		for _, r := range res.conc {
+			done = append(done, res.simulated(r.end-r.start))
+		}
+		last := slices.MaxFunc(res.conc, func(a, b chainRun) int { return int(a.end - b.end) })
+		per := map[string]int{}
+		var lt time.Duration
+		for _, e := range res.loads {
+			per[e.Model]++
+			lt += e.Took
+		}
+		var pl []string
+		for _, m := range chainModels {
+			pl = append(pl, fmt.Sprintf("%s %d", m.node, per[m.model]))
+		}
+		slices.Sort(done)
+		fmt.Fprintf(w, "| %s | %d (%s) | %.1f | %d | %.1f | %.1f / %.1f / %.1f |\n", onOff(res.sched), len(res.loads), strings.Join(pl, ", "), res.simulated(lt), res.calls,
+			res.simulated(last.end), done[0], done[len(done)/2], done[len(done)-1])
 	}
-	last := slices.MaxFunc(conc, func(a, b chainRun) int { return int(a.end - b.end) })
-	per := map[string]int{}
-	var lt time.Duration
-	for _, e := range loads {
-		per[e.Model]++
-		lt += e.Took
+	if len(results) == 2 {
+		off, on := results[0], results[1]
+		lastOf := func(res chainsResult) float64 {
+			return res.simulated(slices.MaxFunc(res.conc, func(a, b chainRun) int { return int(a.end - b.end) }).end)
+		}
+		worst, who := 0.0, 0
+		for i := range on.conc {
+			d := on.simulated(on.conc[i].end-on.conc[i].start) - off.simulated(off.conc[i].end-off.conc[i].start)
+			if i == 0 || d > worst {
+				worst, who = d, i+1
+			}
+		}
+		fmt.Fprintf(w, "\nOn against off: model loads %d → %d (%.2f×), last chain done %.1f → %.1f s (%+.0f %%); the chain slowed most by the scheduling, chain %d, took %+.1f s against its time with it off (bound: %s).\n\n",
+			len(off.loads), len(on.loads), float64(len(on.loads))/float64(len(off.loads)), lastOf(off), lastOf(on), (lastOf(on)/lastOf(off)-1)*100, who, worst, config.DefaultMaxReorderWait)
 	}
-	var pl []string
+}
+
+// simulated turns a measured wall time back into simulated seconds.
+func (r chainsResult) simulated(d time.Duration) float64 { return d.Seconds() / r.cs.scale }
+
+// nodeOf names the node of a model of the scenario.
+func nodeOf(model string) string {
 	for _, m := range chainModels {
-		pl = append(pl, fmt.Sprintf("%s %d", m.node, per[m.model]))
+		if m.model == model {
+			return m.node
+		}
 	}
-	slices.Sort(done)
-	fmt.Fprintf(w, "| model loads | load time (s) | calls | last chain done at (s) | chain time min / median / max (s) |\n|---:|---:|---:|---:|---|\n")
-	fmt.Fprintf(w, "| %d (%s) | %.1f | %d | %.1f | %.1f / %.1f / %.1f |\n\n", len(loads), strings.Join(pl, ", "), cs.simulated(lt), calls,
-		cs.simulated(last.end), done[0], done[len(done)/2], done[len(done)-1])
+	return model
 }

@@ -44,11 +44,25 @@ type gate struct {
 	limit, maxQueue int
 	active          int
 	queues          [2]*list.List // 0: interactive, 1: batch
+	// runner, when set, is the node's Ollama server, shared with other
+	// nodes, whose calls are scheduled around model loads (loads.go):
+	// the node's calls wait in its queue, queued of them, rather than in
+	// queues. model is the node's (config.FullModelName), loader its
+	// backend.
+	runner *runnerQueue
+	model  string
+	loader ModelLoader
+	queued int
 }
 
 type waiter struct {
 	ready   chan struct{}
 	granted bool
+	// On a runner's queue: the waiter's gate, class, arrival and element.
+	g     *gate
+	batch bool
+	at    time.Time
+	elem  *list.Element
 }
 
 var _ Admitter = (*Admission)(nil)
@@ -67,6 +81,9 @@ func NewAdmission(nodes []config.Node) *Admission {
 // while queued leaves the queue at once and holds no slot.
 func (a *Admission) Acquire(ctx context.Context, node string, batch bool) (func(), error) {
 	g := a.gates[node]
+	if g != nil && g.runner != nil {
+		return a.acquireOn(ctx, g, node, batch)
+	}
 	if g == nil || g.limit == 0 {
 		return func() {}, nil
 	}
@@ -139,5 +156,5 @@ func (a *Admission) Queued(node string) int {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return g.queues[0].Len() + g.queues[1].Len()
+	return g.queues[0].Len() + g.queues[1].Len() + g.queued
 }

@@ -6,8 +6,12 @@
 // and the choice among them (Hosts), the clock of one call (CallClock),
 // the caps on what an upstream may send (NewHTTPClient) and on what a
 // call passes on, masked (Caps), the set of nodes remembered offline and
-// their probing (Offline), and the splitting of reasoning written in
-// think tags (ThinkSplitter). The backends of the two protocols live
+// their probing (Offline), the splitting of reasoning written in think
+// tags (ThinkSplitter), and the admission of calls (Admission, shared
+// across replicas by SharedAdmission), which on an Ollama server several
+// nodes share schedules them around model loads and loads the later
+// stages' models early (ScheduleLoads, Warm, the optional ModelLoader of a
+// backend). The backends of the two protocols live
 // below it, in node/ollama and node/openai.
 //
 // The keep-alive a call asks for stays in the engine (run.keepAlive):

@@ -63,6 +63,12 @@ func wire(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *
 	if err != nil {
 		return w, err
 	}
+	if cfg.Store.RedisURL == "" {
+		// Replicas sharing limits through Redis keep the shared order:
+		// one replica's account of what a server holds would miss the
+		// others' calls.
+		w.local.ScheduleLoads(cfg.Nodes, set, cfg.Admission.MaxReorderWait)
+	}
 	w.engine, err = chain.New(cfg, chain.Deps{
 		Nodes:      set,
 		Tools:      registry,

@@ -108,6 +108,8 @@ type Server struct {
 	sched *sched
 	// generates are the bodies of /api/generate calls with a prompt.
 	generates []api.GenerateRequest
+	// loadDurations are the load_duration of each chat call, by call.
+	loadDurations []time.Duration
 }
 
 // New starts a server that answers the n-th POST /api/chat with replies[n];
@@ -236,6 +238,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	call := len(s.requests)
 	s.requests = append(s.requests, req)
 	s.bodies = append(s.bodies, raw)
+	s.loadDurations = append(s.loadDurations, 0)
 	s.mu.Unlock()
 
 	if status, msg := s.refuse(&req); status != 0 {
@@ -256,6 +259,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return // the client went away while the model loaded
 	}
 	defer release()
+	s.mu.Lock()
+	s.loadDurations[call] = load
+	s.mu.Unlock()
 	reply := s.script(call, &req)
 	if prompt > 0 {
 		reply.PromptEvalCount = prompt

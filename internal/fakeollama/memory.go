@@ -45,6 +45,15 @@ func (s *Server) Loaded() []Running {
 	return nil
 }
 
+// LoadDurations returns the load_duration each POST /api/chat's answer
+// reports (the wait for its model's runner, a load included), by call in
+// the order of Requests; 0 for a call not given its runner (yet).
+func (s *Server) LoadDurations() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.loadDurations)
+}
+
 // Generates returns the decoded body of every POST /api/generate with a
 // prompt so far (a preload, with none, is not recorded).
 func (s *Server) Generates() []api.GenerateRequest {

@@ -155,8 +155,9 @@ type Server struct {
 
 // Start runs `ollama serve` on a free loopback port, with its models and
 // home in dir, one request at a time per model (as the proxy's default
-// max_concurrency of 1 expects), and waits until it answers.
-func Start(bin, dir string) (*Server, error) {
+// max_concurrency of 1 expects), and waits until it answers. env are more
+// of its variables ("OLLAMA_MAX_LOADED_MODELS=1"), which win over these.
+func Start(bin, dir string, env ...string) (*Server, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -175,6 +176,7 @@ func Start(bin, dir string) (*Server, error) {
 		// context length": a silent cut the context tests look for.
 		"OLLAMA_DEBUG=1",
 	)
+	s.env = append(s.env, env...)
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = s.env
 	s.cmd.Stdout = s.log

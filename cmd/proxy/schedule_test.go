@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/internal/fakeollama"
+)
+
+// postChain sends one reflexive request, answered whole, and checks it
+// succeeds.
+func postChain(t *testing.T, base, question string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model": "chain/reflexive", "messages": [{"role": "user", "content": %q}]}`, question)
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("POST %q: status %d, want 200", question, resp.StatusCode)
+	}
+}
+
+// Chains that arrive together on one GPU holding one model at a time run
+// their first stages on the loaded model before the switch to the second
+// (issue 44): two loads, where first-come order reloads at every call.
+func TestChainsGroupedByLoadedModel(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}, Delay: 10 * time.Millisecond}
+	})
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    15e9,
+		Bandwidth: 10e9 / 0.8, // a load takes 0.8 s
+		Sizes:     map[string]int64{"a": 10e9, "b": 10e9},
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: A, provider: ollama, base_url: %q, model: a}
+  - {name: B, provider: ollama, base_url: %q, model: b}
+chain:
+  stages: [{node: A, max_turns: 1}, {node: B, max_turns: 1}]
+  simple_node: A
+  max_total_turns: 2
+`, fake.URL, fake.URL))
+	const chains = 4
+	var wg sync.WaitGroup
+	for i := range chains {
+		wg.Go(func() { postChain(t, base, fmt.Sprintf("Question %d: review this plan.", i)) })
+	}
+	wg.Wait()
+	var loads []string
+	for _, l := range fake.Loads() {
+		loads = append(loads, l.Model)
+	}
+	if got, want := len(fake.Requests()), 2*chains; got != want {
+		t.Errorf("calls = %d, want %d", got, want)
+	}
+	if want := []string{"a", "b"}; strings.Join(loads, " ") != strings.Join(want, " ") {
+		t.Errorf("loads = %q, want %q", loads, want)
+	}
+}
+
+// A chain's later stage's model loads while its first stage works, once the
+// server was seen holding both at once, and a keep_loaded node's calls ask
+// Ollama to keep its model for good (keep_alive -1).
+func TestLaterStageLoadsEarly(t *testing.T) {
+	const firstStage = time.Second // OL1's answer takes at least this long
+	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		if req.Model == "o" {
+			return fakeollama.Reply{Content: []string{"Raw findings."}, Delay: firstStage}
+		}
+		return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
+	})
+	// o and m1 fit together, m1 and m2 do not: every chain reloads m1.
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 10e9 / 0.3, // m1 loads in 0.3 s
+		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %q, model: m1}
+  - {name: M2, provider: ollama, base_url: %q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+`, fake.URL, fake.URL, fake.URL))
+	postChain(t, base, "First: review this plan.")
+	before := len(fake.Loads())
+	sent := time.Now()
+	postChain(t, base, "Second: review this plan.")
+	var m1 *fakeollama.LoadEvent
+	for _, l := range fake.Loads()[before:] {
+		if l.Model == "m1" {
+			m1 = &l
+		}
+	}
+	if m1 == nil {
+		t.Fatalf("second chain's loads = %v, want one of m1", fake.Loads()[before:])
+	}
+	if got := m1.Start.Sub(sent); got >= firstStage/2 {
+		t.Errorf("m1's load began %v after the request, want it while OL1 answers (under %v)", got, firstStage/2)
+	}
+	for _, b := range fake.Bodies() {
+		if b["model"] == "o" && b["keep_alive"] != float64(-1) {
+			t.Errorf("OL1's call keep_alive = %v, want -1", b["keep_alive"])
+		}
+	}
+}
