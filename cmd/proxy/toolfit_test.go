@@ -347,6 +347,10 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 			Withheld []string
 			Reason   string
 		} `json:"tool_fit"`
+		Context *struct {
+			Window          int
+			EstimatedTokens int `json:"estimated_tokens"`
+		}
 	}
 	offered := map[string]int{}
 	for _, tc := range []struct{ name, question, reason string }{
@@ -366,6 +370,12 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 			t.Fatalf("%s: OL1 tool_fit = %+v, want tools withheld, reason %q", tc.name, fit, tc.reason)
 		}
 		offered[tc.name] = st.ToolFit.Offered
+		// The trace's estimate is of the prompt sent, which fitted
+		// beside the answer's reserve (memory.answer_reserve, 1,024
+		// tokens), not of those the tools were shrunk from.
+		if ct := st.Context; ct == nil || ct.EstimatedTokens == 0 || ct.EstimatedTokens > ct.Window-1024 {
+			t.Errorf("%s: OL1 context = %+v, want the estimate of a prompt sent", tc.name, ct)
+		}
 		req := ol1.Requests()[len(ol1.Requests())-1]
 		if n := len(req.Tools); n != st.ToolFit.Offered+1 || req.Tools[n-1].Function.Name != "find_tools" {
 			t.Errorf("%s: OL1 was offered %d tools, want %d and find_tools last", tc.name, n, st.ToolFit.Offered+1)
@@ -482,7 +492,9 @@ tools:
 							Reason      string
 						} `json:"tool_fit"`
 						Context *struct {
-							Actions []struct{ Action string }
+							Window          int
+							EstimatedTokens int `json:"estimated_tokens"`
+							Actions         []struct{ Action string }
 						}
 						Calls []struct{ Error string }
 					}
@@ -535,6 +547,12 @@ tools:
 			}
 			if refused == 0 || refits != refused {
 				t.Errorf("OL1: %d calls refused, %d refits; want the first call refused, a refit for each", refused, refits)
+			}
+			// Every prompt sent was estimated to fit beside the answer's
+			// reserve (1,024 tokens): the trace's estimate is theirs, not
+			// that of the prompts the tools were shrunk from.
+			if ct := st.Context; ct.EstimatedTokens == 0 || ct.EstimatedTokens > ct.Window-1024 {
+				t.Errorf("OL1 context: estimated %d tokens of a %d-token window, want a prompt sent", ct.EstimatedTokens, ct.Window)
 			}
 			if findOnly != tc.findOnly {
 				t.Errorf("a refit offered find_tools alone: %v, want %v", findOnly, tc.findOnly)
