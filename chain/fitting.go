@@ -335,8 +335,11 @@ func (r *run) observe(ctx context.Context, s *stage, f fitted, usage *Usage) {
 // fit. Ollama's refusal gives no numbers, so one retry must land well
 // inside the window: half the characters per token and half the budget,
 // four times fewer characters, covers a byte-level tokenizer taken for an
-// English one. The retry's reported prompt tokens then set the ratio the
-// next requests to the model start from.
+// English one. The budget is tightened no further than a byte a token
+// (memory.Input), the densest tokenizer there is: the ratio may already
+// be at the refused prompt's characters per window token, near the truth
+// for a prompt just over the window. The retry's reported prompt tokens
+// then set the ratio the next requests to the model start from.
 const refitFactor = 0.5
 
 // errSummarySpent is the summarizer's answer to a second request for a
