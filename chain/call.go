@@ -55,8 +55,11 @@ func (cs *callState) free() {
 }
 
 // fittedCall is the fitted call: it fits s's messages to its node's
-// window, calls the node, and refits once, harder, when the node refuses
-// a prompt the estimate said fits.
+// window, calls the node, and refits, harder, when the node refuses a
+// prompt the estimate said fits. The refit offers fewer tools if it must;
+// when it is refused in turn, or weighs no less than the prompt refused,
+// a last try offers find_tools alone: a stage is never skipped for its
+// tools alone.
 func (r *run) fittedCall(ctx context.Context, s *stage, offered []Tool) (Message, error) {
 	f, err := r.fitShrinking(ctx, s, &offered, 1)
 	if err != nil {
@@ -67,15 +70,42 @@ func (r *run) fittedCall(ctx context.Context, s *stage, offered []Tool) (Message
 		// The model is loaded now: what window does it run with?
 		r.e.learnWindow(ctx, s.node)
 	}
-	if detail, over := contextOverflow(err); over && !r.relay && !r.streamed {
+	for refits := 0; !r.relay && !r.streamed; refits++ {
+		detail, over := contextOverflow(err)
+		if !over {
+			break
+		}
 		// The node refused a prompt the estimate said fits: its window
 		// is smaller, or its tokenizer denser, than known. Learn both,
 		// for this request and the next ones to the model, and fit
-		// harder, once.
+		// harder.
 		r.e.learnWindow(ctx, s.node)
 		r.e.calibration.Refused(ctx, s.node.Model, f.chars, r.e.Window(s.node), refitFactor)
-		if f, err = r.fitShrinking(ctx, s, &offered, refitFactor); err != nil {
-			return Message{}, err
+		refused := f.chars
+		findOnly := refits > 0
+		if !findOnly {
+			r.refitTools(ctx, s, &offered)
+			var ferr error
+			if f, ferr = r.fitShrinking(ctx, s, &offered, refitFactor); ferr != nil {
+				return Message{}, ferr
+			}
+			// No lighter than the prompt refused (the ratio was at its
+			// floor already, or the window is unknown): the node would
+			// refuse it as it did.
+			findOnly = f.chars >= refused
+		}
+		if findOnly {
+			why := "refused the prompt, and a refit makes it no lighter"
+			if refits > 0 {
+				why = "refused the refitted prompt too"
+			}
+			if !r.findOnly(s, &offered, why) {
+				break
+			}
+			var ferr error
+			if f, ferr = r.fit(ctx, s, offered, refitFactor); ferr != nil {
+				return Message{}, ferr
+			}
 		}
 		if ct := s.st.Context; ct != nil {
 			ct.Actions = append(ct.Actions, ContextAction{Action: "refit", FromTurn: s.st.Turns, ToTurn: s.st.Turns, Detail: "the node refused the prompt: " + detail})
@@ -88,12 +118,25 @@ func (r *run) fittedCall(ctx context.Context, s *stage, offered []Tool) (Message
 	return msg, err
 }
 
+// offersStageTools reports whether offered is s.tools (a call with the
+// stage's tools, not the final call without any).
+func offersStageTools(s *stage, offered []Tool) bool {
+	return len(offered) > 0 && len(s.tools) > 0 && &offered[0] == &s.tools[0]
+}
+
 // fitShrinking is fit, offering s fewer tools while its prompt does not
 // fit with them (shrinkTools): a stage is never skipped for its tools
 // alone. *offered follows s.tools when it was them.
 func (r *run) fitShrinking(ctx context.Context, s *stage, offered *[]Tool, tighten float64) (fitted, error) {
+	var est int
+	if ct := s.st.Context; ct != nil {
+		est = ct.EstimatedTokens
+	}
 	f, err := r.fit(ctx, s, *offered, tighten)
-	for errors.Is(err, ErrContextLength) && len(*offered) > 0 && len(s.tools) > 0 && &(*offered)[0] == &s.tools[0] && r.shrinkTools(ctx, s) {
+	for errors.Is(err, ErrContextLength) && offersStageTools(s, *offered) && r.shrinkTools(ctx, s) {
+		// The trace's estimate is of the prompts sent (or the last
+		// one tried), not of those the tools were shrunk from.
+		s.st.Context.EstimatedTokens = est
 		*offered = s.tools
 		f, err = r.fit(ctx, s, *offered, tighten)
 	}

@@ -33,8 +33,10 @@ var ErrContextLength = errors.New("context length exceeded")
 type ContextLengthError struct {
 	Node string
 	// Window and Estimate are in tokens; 0 when not known (an upstream
-	// that refused a node of unknown window).
-	Window, Estimate int
+	// that refused a node of unknown window). Tools is the part of
+	// Estimate the tool definitions offered take: the fewest a stage with
+	// tools runs with (find_tools alone when tools were withheld).
+	Window, Estimate, Tools int
 	// Upstream is the upstream's own message, when it refused the prompt.
 	Upstream string
 }
@@ -43,6 +45,8 @@ func (e *ContextLengthError) Error() string {
 	switch {
 	case e.Upstream != "":
 		return fmt.Sprintf("node %s refused the prompt as longer than its context window: %s", e.Node, e.Upstream)
+	case e.Tools > 0:
+		return fmt.Sprintf("the prompt does not fit node %s's context window of %d tokens: the instructions and the last message alone need about %d tokens with the answer's reserve, and the fewest tools the stage runs with about %d more", e.Node, e.Window, e.Estimate-e.Tools, e.Tools)
 	default:
 		return fmt.Sprintf("the prompt does not fit node %s's context window of %d tokens: the instructions and the last message alone need about %d tokens with the answer's reserve", e.Node, e.Window, e.Estimate)
 	}
@@ -296,7 +300,7 @@ func (r *run) fit(ctx context.Context, s *stage, offered []Tool, tighten float64
 		var tl *memory.TooLongError
 		if errors.As(err, &tl) {
 			ct.EstimatedTokens = max(ct.EstimatedTokens, tl.Estimate)
-			return fitted{}, &ContextLengthError{Node: s.node.Name, Window: window, Estimate: tl.Estimate + tl.Reserve}
+			return fitted{}, &ContextLengthError{Node: s.node.Name, Window: window, Estimate: tl.Estimate + tl.Reserve, Tools: tl.Tools}
 		}
 		return fitted{}, err
 	}
@@ -331,8 +335,11 @@ func (r *run) observe(ctx context.Context, s *stage, f fitted, usage *Usage) {
 // fit. Ollama's refusal gives no numbers, so one retry must land well
 // inside the window: half the characters per token and half the budget,
 // four times fewer characters, covers a byte-level tokenizer taken for an
-// English one. The retry's reported prompt tokens then set the ratio the
-// next requests to the model start from.
+// English one. The budget is tightened no further than a byte a token
+// (memory.Input), the densest tokenizer there is: the ratio may already
+// be at the refused prompt's characters per window token, near the truth
+// for a prompt just over the window. The retry's reported prompt tokens
+// then set the ratio the next requests to the model start from.
 const refitFactor = 0.5
 
 // errSummarySpent is the summarizer's answer to a second request for a

@@ -493,13 +493,17 @@ func (r *run) chooseTools(ctx context.Context, s *stage, done []*stage) {
 	}
 	window := r.e.Window(s.node)
 	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
+	offered := fmt.Sprintf("the %d most relevant to the question are offered compact, the others through find_tools", c.count)
+	if c.count == 0 {
+		offered = "only find_tools is offered"
+	}
 	switch share := r.toolBudget(ctx, s); {
 	case s.toolRoom < share && len(c.withheld) > 0:
-		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; the question and the instructions leave them about %d tokens of %s's %d-token window: the %d most relevant to the question are offered compact, the others through find_tools",
-			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), memory.Tokens(s.toolRoom, ratio), s.node.Name, window, c.count)
+		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; the question and the instructions leave them about %d tokens of %s's %d-token window: %s",
+			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), memory.Tokens(s.toolRoom, ratio), s.node.Name, window, offered)
 	case len(c.withheld) > 0:
-		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; their share of %s's %d-token window is %d tokens (chain.tools_share %g): the %d most relevant to the question are offered compact, the others through find_tools",
-			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), s.node.Name, window, memory.Tokens(s.toolRoom, ratio), r.e.cfg.Chain.ToolsShare, c.count)
+		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole, %d compact; their share of %s's %d-token window is %d tokens (chain.tools_share %g): %s",
+			len(ix.tools), memory.Tokens(ix.full, ratio), memory.Tokens(ix.smallSum, ratio), s.node.Name, window, memory.Tokens(s.toolRoom, ratio), r.e.cfg.Chain.ToolsShare, offered)
 	case c.compact:
 		tt.Reason = fmt.Sprintf("the %d tools need about %d tokens whole; their share of %s's %d-token window is %d tokens (chain.tools_share %g): offered compact (%d tokens)",
 			len(ix.tools), memory.Tokens(ix.full, ratio), s.node.Name, window, memory.Tokens(s.toolRoom, ratio), r.e.cfg.Chain.ToolsShare, memory.Tokens(ix.smallSum, ratio))
@@ -591,15 +595,51 @@ func (r *run) shrinkTools(ctx context.Context, s *stage) bool {
 			return true
 		}
 	}
-	s.toolRoom = least
+	r.offerFindOnly(s, ix, "the question and the instructions leave no room for tools in "+s.node.Name+"'s "+strconv.Itoa(r.e.Window(s.node))+"-token window: only find_tools is offered")
+	return true
+}
+
+// refitTools chooses stage s's tools again after its node refused a
+// prompt that offered them: the refusal taught the model's ratio, and the
+// room they were chosen for, counted in characters at the ratio before
+// it, is more than their share of the window now (a byte-level tokenizer
+// taken for an English one: three times more). *offered follows s.tools
+// when it was them.
+func (r *run) refitTools(ctx context.Context, s *stage, offered *[]Tool) {
+	if !offersStageTools(s, *offered) {
+		return
+	}
+	if share := r.toolBudget(ctx, s); share >= 0 && share < s.toolRoom {
+		s.toolRoom = share
+		r.chooseTools(ctx, s, nil)
+		*offered = s.tools
+	}
+}
+
+// findOnly offers stage s find_tools alone, its node having refused the
+// prompt with other tools for why, and reports whether it did (it did not
+// when s was offered no tool but find_tools); *offered follows s.tools
+// when it was them.
+func (r *run) findOnly(s *stage, offered *[]Tool, why string) bool {
+	ix := r.toolIndex()
+	if !offersStageTools(s, *offered) || len(s.tools) == 1 && s.finds || !ix.findable {
+		return false
+	}
+	r.offerFindOnly(s, ix, s.node.Name+" "+why+": only find_tools is offered")
+	*offered = s.tools
+	return true
+}
+
+// offerFindOnly offers s find_tools alone, every tool of ix withheld for
+// reason.
+func (r *run) offerFindOnly(s *stage, ix *toolIndex, reason string) {
+	s.toolRoom = toolsPreamble + ix.findCost
 	s.tools, s.finds = []Tool{findTool}, true
-	tt := &ToolsTrace{Offered: 0, Of: len(ix.tools), Compact: true, Withheld: ix.allNames()}
+	tt := &ToolsTrace{Offered: 0, Of: len(ix.tools), Compact: true, Withheld: ix.allNames(), Reason: reason}
 	if old := s.st.ToolFit; old != nil {
 		tt.Found = old.Found
 	}
-	tt.Reason = "the question and the instructions leave no room for tools in " + s.node.Name + "'s " + strconv.Itoa(r.e.Window(s.node)) + "-token window: only find_tools is offered"
 	s.st.ToolFit = tt
-	return true
 }
 
 // allNames lists the index's tool names.

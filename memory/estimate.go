@@ -18,9 +18,11 @@ const MessageOverhead = 16
 // tokenizers of current models.
 const DefaultRatio = 4.0
 
-// The calibrated ratio stays within these bounds: a report that says
+// minRatio and maxRatio bound the calibrated ratio: a report that says
 // otherwise is an upstream that counts differently (a cached prompt, a
-// template that adds a long system text), not a tokenizer.
+// template that adds a long system text), not a tokenizer. minRatio is a
+// byte a token, the densest a tokenizer packs text (a byte-level one
+// without merges).
 const (
 	minRatio = 1.0
 	maxRatio = 8.0

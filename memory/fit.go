@@ -88,13 +88,22 @@ func (in *Input) Budget() int {
 }
 
 // perToken is the characters a token the budget counts: the ratio,
-// tightened, less the safety margin.
+// tightened, less the safety margin. Tightening stops at minRatio: no
+// tokenizer packs text denser than a byte a token (len counts bytes), so
+// a budget tightened past it refuses prompts the node would take. After
+// a refusal the ratio is already at most the refused prompt's characters
+// per window token, and halving that again left a stage of a byte-level
+// model no room for even its instructions and question.
 func (in *Input) perToken() float64 {
 	t := in.Tighten
 	if t <= 0 || t > 1 {
 		t = 1
 	}
-	return in.Ratio * t * safety
+	r := in.Ratio
+	if t < 1 {
+		r = max(r*t, min(r, minRatio))
+	}
+	return r * safety
 }
 
 // safety keeps a tenth of the budget for what the estimate cannot see: the
@@ -137,8 +146,8 @@ type TooLongError struct {
 	// Window is the node's window and Reserve what is kept for the answer;
 	// Estimate is what the prompt weighs cut as far as it can be, counted
 	// as the budget counts (so that Estimate+Reserve > Window), all in
-	// tokens.
-	Window, Reserve, Estimate int
+	// tokens; Tools is the part of Estimate the tool definitions take.
+	Window, Reserve, Estimate, Tools int
 }
 
 func (e *TooLongError) Error() string {
@@ -226,7 +235,7 @@ func Fit(ctx context.Context, in *Input, folder Folder) (*Result, error) {
 		// Counted as the budget counts (tightened, with the safety margin),
 		// what is left is above the window with the reserve: an estimate
 		// at the bare ratio could say less than the window it was refused.
-		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(f.weight()+in.ToolChars, in.perToken())}
+		return nil, &TooLongError{Window: in.Window, Reserve: in.Reserve, Estimate: Tokens(f.weight()+in.ToolChars, in.perToken()), Tools: Tokens(in.ToolChars, in.perToken())}
 	}
 	return f.result(), nil
 }

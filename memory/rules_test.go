@@ -124,6 +124,31 @@ func TestEstimateRules(t *testing.T) {
 	}
 }
 
+// A refit tightens the budget, but never past a byte a token: after a
+// refusal the ratio is at most the refused prompt's characters per window
+// token already, and halving it below the densest tokenizer there is left
+// a byte-level model's stage no room for its question (issue 42).
+func TestTightenedBudgetFloor(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		ratio, tighten float64
+		want           int
+	}{
+		{"not tightened", 4, 1, 5529},
+		{"tightened", 4, 0.5, 2764},
+		{"tightened to the floor", 1.3, 0.5, 1382},
+		{"below the floor already", 0.5, 0.5, 691},
+		{"not tightened below the floor", 0.5, 1, 691},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &Input{Window: 2048, Reserve: 512, Ratio: tc.ratio, Tighten: tc.tighten, ToolChars: 0}
+			if got := in.Budget(); got != tc.want {
+				t.Errorf("Budget(ratio %g, tighten %g) = %d, want %d", tc.ratio, tc.tighten, got, tc.want)
+			}
+		})
+	}
+}
+
 // A refusal teaches a ratio: half the one that failed, no more than the
 // refused prompt's characters per window token, no less than the floor.
 // It is shared at once, and the next report replaces it.

@@ -347,6 +347,10 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 			Withheld []string
 			Reason   string
 		} `json:"tool_fit"`
+		Context *struct {
+			Window          int
+			EstimatedTokens int `json:"estimated_tokens"`
+		}
 	}
 	offered := map[string]int{}
 	for _, tc := range []struct{ name, question, reason string }{
@@ -366,6 +370,12 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 			t.Fatalf("%s: OL1 tool_fit = %+v, want tools withheld, reason %q", tc.name, fit, tc.reason)
 		}
 		offered[tc.name] = st.ToolFit.Offered
+		// The trace's estimate is of the prompt sent, which fitted
+		// beside the answer's reserve (memory.answer_reserve, 1,024
+		// tokens), not of those the tools were shrunk from.
+		if ct := st.Context; ct == nil || ct.EstimatedTokens == 0 || ct.EstimatedTokens > ct.Window-1024 {
+			t.Errorf("%s: OL1 context = %+v, want the estimate of a prompt sent", tc.name, ct)
+		}
 		req := ol1.Requests()[len(ol1.Requests())-1]
 		if n := len(req.Tools); n != st.ToolFit.Offered+1 || req.Tools[n-1].Function.Name != "find_tools" {
 			t.Errorf("%s: OL1 was offered %d tools, want %d and find_tools last", tc.name, n, st.ToolFit.Offered+1)
@@ -401,8 +411,8 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 		t.Errorf("offered %v, want fewer tools beside the long question", offered)
 	}
 	status, b = ask("Look up what this log says. " + strings.Repeat("line of a pasted log that the user wants read ", 300))
-	if status != http.StatusBadRequest || !strings.Contains(string(b), "context_length_exceeded") {
-		t.Errorf("too long a question: %d %s, want 400 context_length_exceeded", status, b)
+	if status != http.StatusBadRequest || !strings.Contains(string(b), "context_length_exceeded") || !strings.Contains(string(b), "and the fewest tools the stage runs with about") {
+		t.Errorf("too long a question: %d %s, want 400 context_length_exceeded, the tools' part of the estimate said", status, b)
 	}
 	if n := ol1.Truncated(); n != 0 {
 		t.Errorf("%d messages cut silently", n)
@@ -410,5 +420,146 @@ func TestToolsShareWarnsAndNeverSkips(t *testing.T) {
 	stop() // the log is written in batches: whole once the proxy stopped
 	if l := logs.String(); !strings.Contains(l, "tools pass their share") || !strings.Contains(l, "node=OL1") || !strings.Contains(l, "tools=40") || !strings.Contains(l, "share_tokens=1024") || !strings.Contains(l, "window=4096") {
 		t.Errorf("startup log lacks the warning with its figures:\n%s", l)
+	}
+}
+
+// TestToolsRefitAfterRefusal: OL1 is a 4,096-token Ollama node whose
+// tokenizer packs far fewer characters a token than the estimate's four
+// (a byte-level one, as the real test tier's tiny model), beside both
+// reference MCP servers and the built-ins. Its first prompt, fitted at
+// four characters a token, is refused; the refit learns from the refusal
+// and offers fewer tools rather than skip the stage, and OL1 reads the
+// marker file. For a model that packs its prompt denser still than a byte
+// a token (its template adds more than the estimate sees), a refit at
+// that floor would be refused as its prompt was: the call is made with
+// find_tools alone. Nothing is cut silently.
+func TestToolsRefitAfterRefusal(t *testing.T) {
+	node, fsServer, everything := mcptest.Servers(t, "../../tools/mcp/testdata/npm")
+	url := mcptest.ServeEverything(t, node, everything)
+	for _, tc := range []struct {
+		name string
+		// ratio is the fake's characters a token; findOnly: a call
+		// after a refusal was offered find_tools alone.
+		ratio    float64
+		findOnly bool
+	}{
+		{"byte-level tokenizer", 1, false},
+		{"denser than a byte a token", 0.5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			work := t.TempDir()
+			marker := "MARKER-refit-" + strings.ReplaceAll(tc.name, " ", "-")
+			if err := os.WriteFile(filepath.Join(work, "marker.txt"), []byte(marker), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ol1 := fakeollama.NewFunc(t, researcher(map[string][]step{
+				"read the marker file": {{tool: "fs__read_text_file", args: map[string]any{"path": filepath.Join(work, "marker.txt")}, words: "read a text file"}},
+			}))
+			ol1.SetWindow(4096, tc.ratio)
+			later := fakeollama.NewFunc(t, echoFindings)
+			later.SetWindow(4096, 4)
+			base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: byte-level}
+  - {name: M1, provider: ollama, base_url: %[2]q, model: mid}
+  - {name: M2, provider: ollama, base_url: %[2]q, model: big}
+chain:
+  stages: [{node: OL1, max_turns: 5, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  max_total_turns: 10
+tools:
+  root: %[3]q
+  mcp:
+    - {name: fs, command: [%[4]q, %[5]q, %[3]q]}
+    - {name: everything, url: %[6]q}
+`, ol1.URL, later.URL, work, node, fsServer, url))
+			body, _ := json.Marshal(map[string]any{"model": "chain/reflexive", "messages": []map[string]string{{"role": "user", "content": "read the marker file through the MCP tools"}}})
+			resp, err := http.Post(base+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out struct {
+				Choices []struct {
+					Message struct{ Content string } `json:"message"`
+				} `json:"choices"`
+				Chain struct {
+					Stages []struct {
+						Status    string
+						Error     string
+						ToolsUsed []struct{ Name, Status string } `json:"tools_used"`
+						ToolFit   *struct {
+							Offered, Of int
+							Reason      string
+						} `json:"tool_fit"`
+						Context *struct {
+							Window          int
+							EstimatedTokens int `json:"estimated_tokens"`
+							Actions         []struct{ Action string }
+						}
+						Calls []struct{ Error string }
+					}
+				}
+				Error any
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Chain.Stages) == 0 {
+				t.Fatalf("status %d: %v, error %v", resp.StatusCode, err, out.Error)
+			}
+			st := out.Chain.Stages[0]
+			if st.Status != "ok" {
+				t.Fatalf("OL1 status = %q (%s), want ok", st.Status, st.Error)
+			}
+			var used []string
+			for _, u := range st.ToolsUsed {
+				used = append(used, u.Name+":"+u.Status)
+			}
+			if !slices.Contains(used, "fs__read_text_file:ok") {
+				t.Errorf("OL1 calls = %v, want fs__read_text_file:ok", used)
+			}
+			if resp.StatusCode != http.StatusOK || len(out.Choices) == 0 || !strings.Contains(out.Choices[0].Message.Content, marker) {
+				t.Errorf("status %d, answer %+v; want the marker %s", resp.StatusCode, out.Choices, marker)
+			}
+			if st.ToolFit == nil || st.ToolFit.Of < 30 || st.ToolFit.Reason == "" {
+				t.Errorf("OL1 tool_fit = %+v, want the 30 tools fitted, with a reason", st.ToolFit)
+			}
+			// Each refused call is followed by a refit, which the node
+			// takes; the calls and the fake's requests are one to one.
+			reqs := ol1.Requests()
+			if len(reqs) != len(st.Calls) {
+				t.Fatalf("OL1: %d requests, %d calls in the trace", len(reqs), len(st.Calls))
+			}
+			refused, refits, findOnly := 0, 0, false
+			for i, c := range st.Calls {
+				if c.Error == "" {
+					if i > 0 && st.Calls[i-1].Error != "" && len(reqs[i].Tools) == 1 && reqs[i].Tools[0].Function.Name == "find_tools" {
+						findOnly = true
+					}
+					continue
+				}
+				refused++
+				if !strings.Contains(c.Error, "exceeds the context length") || i == len(st.Calls)-1 || st.Calls[i+1].Error != "" {
+					t.Errorf("OL1 call %d: %q, want a refusal the next call's refit fixed", i, c.Error)
+				}
+			}
+			for _, a := range st.Context.Actions {
+				if a.Action == "refit" {
+					refits++
+				}
+			}
+			if refused == 0 || refits != refused {
+				t.Errorf("OL1: %d calls refused, %d refits; want the first call refused, a refit for each", refused, refits)
+			}
+			// Every prompt sent was estimated to fit beside the answer's
+			// reserve (1,024 tokens): the trace's estimate is theirs, not
+			// that of the prompts the tools were shrunk from.
+			if ct := st.Context; ct.EstimatedTokens == 0 || ct.EstimatedTokens > ct.Window-1024 {
+				t.Errorf("OL1 context: estimated %d tokens of a %d-token window, want a prompt sent", ct.EstimatedTokens, ct.Window)
+			}
+			if findOnly != tc.findOnly {
+				t.Errorf("a refit offered find_tools alone: %v, want %v", findOnly, tc.findOnly)
+			}
+			if n := ol1.Truncated(); n != 0 {
+				t.Errorf("%d messages cut silently", n)
+			}
+		})
 	}
 }

@@ -14,19 +14,11 @@ import (
 // model: 2,048 tokens, a byte-level tokenizer far denser than the
 // estimate's 4 characters a token) beside both reference MCP servers and
 // the built-ins, 30 tools that alone pass its window. The stage runs with
-// the tools that fit instead of being skipped: Ollama takes the fitted
-// prompt (a refusal is refitted, with fewer tools), and nothing is cut.
-//
-// Known failure, kept visible as a skip with its reason until fixed (issue
-// 42 stays open for it): since the round's merges OL1's first prompt is
-// refused by this model, and the refit after the refusal (ratio and
-// budget halved, chain/fitting.go refitFactor) leaves no room for the
-// instructions and the question, so the stage is skipped_context. Passed
-// on the tool-fit branch alone; run it with CHAINPROXY_KNOWN_FAILURES=1.
+// the tools that fit instead of being skipped: Ollama refuses the first
+// prompt, fitted at 4 characters a token, and takes the refit (the
+// ratio learned from the refusal, the tools' share counted at it:
+// find_tools alone), and nothing is cut.
 func TestToolsFitRealWindow(t *testing.T) {
-	if os.Getenv("CHAINPROXY_KNOWN_FAILURES") == "" {
-		t.Skip("known failure (issue 42): after a refusal the 2,048-token refit leaves OL1 skipped_context on the tiny model; CHAINPROXY_KNOWN_FAILURES=1 runs it")
-	}
 	f := setup(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
