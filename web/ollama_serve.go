@@ -282,7 +282,7 @@ func (s *Server) ollamaDetails(name string) api.ModelDetails {
 
 // takesVision reports whether node's model is known to take images.
 func (s *Server) takesVision(node string) bool {
-	caps, _ := s.engine.Capabilities(node)
+	caps, _ := s.nodes.Capabilities(node)
 	return slices.Contains(caps, chain.CapVision)
 }
 
@@ -337,16 +337,9 @@ func (s *Server) ollamaPs(c *gin.Context) {
 	c.JSON(http.StatusOK, list)
 }
 
-// nodeWindow is the context window the engine fits node's prompts to, 0
-// when unknown.
-func (s *Server) nodeWindow(node string) int {
-	for _, n := range s.engine.Nodes() {
-		if n.Name == node {
-			return s.engine.Window(n)
-		}
-	}
-	return 0
-}
+// nodeWindow is the context window node's prompts are fitted to, 0 when
+// unknown.
+func (s *Server) nodeWindow(node string) int { return s.nodes.Window(node) }
 
 // ollamaShowRequest is api.ShowRequest's name fields: model, or the
 // deprecated name the ollama CLI still sends.
@@ -381,7 +374,7 @@ func (s *Server) ollamaShow(c *gin.Context) {
 	}
 	caps := []model.Capability{model.CapabilityCompletion, model.CapabilityTools}
 	if route.Node != "" {
-		if known, ok := s.engine.Capabilities(route.Node); ok {
+		if known, ok := s.nodes.Capabilities(route.Node); ok {
 			caps = caps[:0]
 			for _, k := range known {
 				caps = append(caps, model.Capability(k))
@@ -389,7 +382,7 @@ func (s *Server) ollamaShow(c *gin.Context) {
 		}
 	} else {
 		for _, n := range s.cfg.Nodes {
-			if known, _ := s.engine.Capabilities(n.Name); slices.Contains(known, string(model.CapabilityThinking)) {
+			if known, _ := s.nodes.Capabilities(n.Name); slices.Contains(known, string(model.CapabilityThinking)) {
 				caps = append(caps, model.CapabilityThinking)
 				break
 			}
