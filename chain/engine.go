@@ -118,6 +118,9 @@ type Engine struct {
 
 // New builds an Engine over the configured nodes.
 func New(cfg *config.Config, deps Deps) (*Engine, error) {
+	if deps.Nodes == nil {
+		return nil, errors.New("chain: a node set is required (node.Build)")
+	}
 	e := &Engine{
 		cfg:        cfg,
 		nodes:      map[string]*Node{},

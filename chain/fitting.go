@@ -1,6 +1,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -86,8 +87,14 @@ func contextOverflow(err error) (string, bool) {
 }
 
 // Window is node n's context window in tokens as the node layer knows it
-// (node.Set.Window); 0 when unknown (no fitting).
-func (e *Engine) Window(n *Node) int { return e.set.Window(n.Name) }
+// (node.Set.Window); 0 when unknown (no fitting). A configured one is read
+// here, as the Set would, without its lookups: every call fits to it.
+func (e *Engine) Window(n *Node) int {
+	if w := cmp.Or(n.ContextWindow, n.numCtx); w > 0 {
+		return w
+	}
+	return e.set.Window(n.Name)
+}
 
 // learnWindow asks n's server the window its loaded model runs with, when
 // the configuration does not say and the backend can tell.

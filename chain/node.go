@@ -25,16 +25,3 @@ const (
 	PartImage = node.PartImage
 	PartFile  = node.PartFile
 )
-
-// Hosts reports the hosts of node when it has several (base_urls); nil
-// for a node of one host.
-func (e *Engine) Hosts(name string) []node.HostState {
-	if _, ok := e.nodes[name]; !ok {
-		return nil
-	}
-	return e.set.Hosts(name)
-}
-
-// AdmissionStatus is the shared admission's status (node.AdmissionShared
-// or node.AdmissionLocal), or "" when the limits are not shared (no Redis).
-func (e *Engine) AdmissionStatus() string { return e.set.AdmissionStatus() }

@@ -55,9 +55,6 @@ func newKnown() known {
 	return known{caps: map[string][]string{}, asked: map[string]bool{}, window: map[string]int{}, max: map[string]int{}, called: map[string]bool{}}
 }
 
-// Nodes are the configured nodes, in configuration order.
-func (s *Set) Nodes() []config.Node { return s.order }
-
 func (s *Set) node(name string) (config.Node, bool) {
 	n, ok := s.byName[name]
 	return n, ok
