@@ -193,7 +193,7 @@ func (m *Metrics) watchNodes(e *chain.Engine, nodes []config.Node, set NodeSet) 
 	if e != nil && m.serverTool == nil {
 		m.serverTool = e.ServerTool
 		m.models = map[string]string{}
-		for _, n := range e.Nodes() {
+		for _, n := range nodes {
 			m.models[n.Name] = n.Model
 		}
 	}
