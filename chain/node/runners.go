@@ -10,9 +10,9 @@ import (
 )
 
 // LoadedModel is a model a runner (an Ollama server) holds in memory, as
-// its GET /api/ps lists it: what the load scheduling of issue 44 reads to
-// know what fits beside what, and what the proxy's own /api/ps shows of
-// each runner.
+// its GET /api/ps lists it: what the proxy's own /api/ps shows of each
+// runner. (The load scheduling reads the same list, reduced to the memory
+// each model takes, through ModelLoader.Resident.)
 type LoadedModel struct {
 	// Name is the model as Ollama names it ("qwen3:1.7b").
 	Name string
