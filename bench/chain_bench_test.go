@@ -92,7 +92,7 @@ func newEngine(b *testing.B, yamlText string) *chain.Engine {
 	}
 	mem := store.NewMemory(100_000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Nodes:     node.SetOf(backends),
+		Nodes:     node.SetOf(cfg, backends),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewAdmission(cfg.Nodes),

@@ -66,7 +66,7 @@ func (r *run) fittedCall(ctx context.Context, s *stage, offered []Tool) (Message
 		return Message{}, err
 	}
 	msg, err := r.nodeCall(ctx, s, offered, f)
-	if err == nil && r.e.windows.firstCall(s.node.Name) {
+	if err == nil && r.e.set.FirstCall(s.node.Name) {
 		// The model is loaded now: what window does it run with?
 		r.e.learnWindow(ctx, s.node)
 	}

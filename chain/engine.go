@@ -91,15 +91,16 @@ type Engine struct {
 	guard      *antiloop.Guard
 	classifier *classify.Classifier
 	admission  node.Admitter
-	offline    *node.Offline
-	caps       *capabilities
-	resume     ResumeStore
-	log        *slog.Logger
+	// set is the nodes and what their servers said of them; offline is
+	// its offline set.
+	set     *node.Set
+	offline *node.Offline
+	resume  ResumeStore
+	log     *slog.Logger
 	// kv caches summaries and calibration ratios (Deps.Memory); nil: none
 	// cached, ratios kept in process.
 	kv          memory.KV
 	calibration *memory.Calibration
-	windows     windows
 	// summaries are the summarizer calls in progress, which concurrent
 	// requests of one conversation share.
 	summaries flights
@@ -117,6 +118,9 @@ type Engine struct {
 
 // New builds an Engine over the configured nodes.
 func New(cfg *config.Config, deps Deps) (*Engine, error) {
+	if deps.Nodes == nil {
+		return nil, errors.New("chain: a node set is required (node.Build)")
+	}
 	e := &Engine{
 		cfg:        cfg,
 		nodes:      map[string]*Node{},
@@ -125,8 +129,8 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 		guard:      deps.Guard,
 		classifier: deps.Classifier,
 		admission:  deps.Admission,
-		offline:    node.NewOffline(30*time.Second, time.Now),
-		caps:       newCapabilities(),
+		set:        deps.Nodes,
+		offline:    deps.Nodes.Offline(),
 		resume:     deps.Resume,
 		log:        deps.Logger,
 		kv:         deps.Memory,
@@ -146,21 +150,15 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	if e.guard == nil {
 		return nil, errors.New("chain: an anti-loop guard is required")
 	}
-	runnerWindows := cfg.RunnerWindows()
+	if deps.Admission != nil {
+		deps.Nodes.Admit(deps.Admission)
+	}
 	for _, n := range cfg.Nodes {
 		b, ok := deps.Nodes.Backend(n.Name)
 		if !ok {
 			return nil, fmt.Errorf("chain: no backend for node %q", n.Name)
 		}
-		if h, ok := b.(*node.Hosts); ok {
-			if ha, ok := deps.Admission.(node.HostAdmitter); ok {
-				h.ShareLimits(ha)
-			}
-		}
-		node := &Node{Node: n, Backend: b, caps: node.Caps{MaxArgs: cfg.Tools.MaxArgsBytes, MaxOutput: n.MaxOutputBytes, Redact: e.redact}, numCtx: n.ContextWindow}
-		if w, ok := runnerWindows[n.Name]; ok {
-			node.numCtx = w
-		}
+		node := &Node{Node: n, Backend: b, caps: node.Caps{MaxArgs: cfg.Tools.MaxArgsBytes, MaxOutput: n.MaxOutputBytes, Redact: e.redact}, numCtx: deps.Nodes.RunnerWindow(n.Name)}
 		if n.KeepAlive != "" {
 			d, err := config.ParseKeepAlive(n.KeepAlive)
 			if err != nil {
@@ -172,9 +170,6 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			// Ollama's keep_alive -1: loaded for good.
 			d := time.Duration(-1)
 			node.keepAlive = &d
-		}
-		if n.OfflineFor > 0 {
-			e.offline.SetTTL(n.Name, n.OfflineFor)
 		}
 		e.nodes[n.Name] = node
 		e.order = append(e.order, node)
@@ -188,6 +183,10 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	e.warnToolFit(tv)
 	return e, nil
 }
+
+// NodeSet is the node set the engine runs on (Deps.Nodes): what a server
+// built without its own reads the nodes' states from.
+func (e *Engine) NodeSet() *node.Set { return e.set }
 
 // Nodes returns the configured nodes in configuration order.
 func (e *Engine) Nodes() []*Node { return e.order }
@@ -506,22 +505,8 @@ func UserTexts(msgs []Message) func() (classify.UserMessage, bool) {
 // engine remembers of it: a node reached again is no longer skipped as
 // offline, and its model's capabilities are read again.
 func (e *Engine) Probe(ctx context.Context, name string) error {
-	n, ok := e.nodes[name]
-	if !ok {
+	if _, ok := e.nodes[name]; !ok {
 		return fmt.Errorf("%w %q", ErrUnknownModel, name)
 	}
-	p, ok := n.Backend.(node.Prober)
-	if !ok {
-		return nil
-	}
-	err := p.Probe(ctx)
-	var ue *node.UpstreamError
-	switch {
-	case err == nil:
-		e.offline.Clear(name)
-		err = e.describe(ctx, n)
-	case errors.As(err, &ue) && ue.Offline():
-		e.offline.Mark(name, ue.Error())
-	}
-	return err
+	return e.set.Probe(ctx, name)
 }

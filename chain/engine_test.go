@@ -80,7 +80,7 @@ func newHarness(t *testing.T, yamlText string) *harness {
 	}
 	mem := store.NewMemory(1000, 10)
 	h.engine, err = chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(backends),
+		Nodes: node.SetOf(cfg, backends),
 		Tools: reg,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -709,7 +709,7 @@ chain:
 	runner := &blockingRunner{ToolRunner: reg, started: make(chan struct{})}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
 		Tools: runner,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

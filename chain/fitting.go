@@ -19,9 +19,8 @@ import (
 )
 
 // defaultOllamaWindow is the window Ollama runs a model with unless told
-// otherwise (its default below 24 GiB of VRAM): assumed for an Ollama node
-// until /api/ps says what its loaded model runs with.
-const defaultOllamaWindow = 4096
+// otherwise (node.DefaultOllamaWindow).
+const defaultOllamaWindow = node.DefaultOllamaWindow
 
 // ErrContextLength is wrapped by the error of a prompt that cannot fit the
 // window of the node that must answer it: the client's to shorten (400
@@ -55,17 +54,8 @@ func (e *ContextLengthError) Error() string {
 func (e *ContextLengthError) Unwrap() error { return ErrContextLength }
 
 // WindowError is a configured context_window above what the node's model
-// supports: refused at startup, as Ollama would run it with garbage beyond
-// its trained length.
-type WindowError struct {
-	Node          string
-	Window, Max   int
-	Configuration string // where the file sets it, "" when unknown
-}
-
-func (e *WindowError) Error() string {
-	return fmt.Sprintf("node %s: context_window %d is above its model's maximum of %d tokens", e.Node, e.Window, e.Max)
-}
+// supports (node.WindowError).
+type WindowError = node.WindowError
 
 // contextOverflow reports whether err is an upstream refusing a prompt as
 // longer than its window: Ollama with truncate false ("the input length
@@ -96,97 +86,19 @@ func contextOverflow(err error) (string, bool) {
 	return "", false
 }
 
-// windows remembers the windows nodes' servers reported, and the longest
-// their models were trained for.
-type windows struct {
-	mu     sync.Mutex
-	m      map[string]int
-	max    map[string]int
-	called map[string]bool
-}
-
-// getMax is node's model's longest window, 0 when not known.
-func (w *windows) getMax(node string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.max[node]
-}
-
-func (w *windows) setMax(node string, n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.max == nil {
-		w.max = map[string]int{}
-	}
-	w.max[node] = n
-}
-
-// firstCall reports whether this is the first time it is asked for node:
-// after the first call that succeeds, the loaded model's window is read.
-func (w *windows) firstCall(node string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.called[node] {
-		return false
-	}
-	if w.called == nil {
-		w.called = map[string]bool{}
-	}
-	w.called[node] = true
-	return true
-}
-
-func (w *windows) get(node string) int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.m[node]
-}
-
-func (w *windows) set(node string, n int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[string]int{}
-	}
-	w.m[node] = n
-}
-
-// Window is node n's context window in tokens as the engine knows it: the
-// configured one, else the one it asks its server for (that of another
-// node sharing its Ollama runner), else what its server reported, else
-// Ollama's default for an Ollama node, or its model's longest when shorter
-// (Ollama runs such a model at its trained length); 0 when unknown (no
-// fitting).
+// Window is node n's context window in tokens as the node layer knows it
+// (node.Set.Window); 0 when unknown (no fitting). A configured one is read
+// here, as the Set would, without its lookups: every call fits to it.
 func (e *Engine) Window(n *Node) int {
 	if w := cmp.Or(n.ContextWindow, n.numCtx); w > 0 {
 		return w
 	}
-	if w := e.windows.get(n.Name); w > 0 {
-		return w
-	}
-	if n.Provider == config.ProviderOllama {
-		if m := e.windows.getMax(n.Name); m > 0 && m < defaultOllamaWindow {
-			return m
-		}
-		return defaultOllamaWindow
-	}
-	return 0
+	return e.set.Window(n.Name)
 }
 
 // learnWindow asks n's server the window its loaded model runs with, when
 // the configuration does not say and the backend can tell.
-func (e *Engine) learnWindow(ctx context.Context, n *Node) {
-	if n.ContextWindow > 0 || n.numCtx > 0 {
-		return
-	}
-	wr, ok := n.Backend.(node.WindowReader)
-	if !ok {
-		return
-	}
-	if w, err := wr.LoadedWindow(ctx); err == nil && w > 0 {
-		e.windows.set(n.Name, w)
-	}
-}
+func (e *Engine) learnWindow(ctx context.Context, n *Node) { e.set.LearnWindow(ctx, n.Name) }
 
 // reserve is the tokens of window kept for the answer: the request's
 // max_tokens, else memory.answer_reserve, at most half the window.

@@ -392,7 +392,7 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = backend(t, wire, n, sc)
 	}
-	deps := chain.Deps{Nodes: node.SetOf(backends), Tools: runner,
+	deps := chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: runner,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)}
 	if rs, ok := st.(chain.ResumeStore); ok { // a chain waiting on the client resumes from the same store
 		deps.Resume = rs

@@ -72,7 +72,7 @@ chain:
 		t.Fatalf("MCPStatus() = %+v, want both ok", st)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

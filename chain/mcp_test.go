@@ -82,7 +82,7 @@ chain:
 	defer reg.Close()
 	rec := &recorder{Backend: mock.New(cfg.Nodes[0])}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(map[string]node.Backend{"OL1": rec}),
+		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": rec}),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -25,26 +25,3 @@ const (
 	PartImage = node.PartImage
 	PartFile  = node.PartFile
 )
-
-// Hosts reports the hosts of node when it has several (base_urls); nil
-// for a node of one host.
-func (e *Engine) Hosts(name string) []node.HostState {
-	n, ok := e.nodes[name]
-	if !ok {
-		return nil
-	}
-	h, ok := n.Backend.(*node.Hosts)
-	if !ok {
-		return nil
-	}
-	return h.States()
-}
-
-// AdmissionStatus is the shared admission's status (node.AdmissionShared
-// or node.AdmissionLocal), or "" when the limits are not shared (no Redis).
-func (e *Engine) AdmissionStatus() string {
-	if s, ok := e.admission.(*node.SharedAdmission); ok {
-		return s.Status()
-	}
-	return ""
-}

@@ -112,7 +112,7 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 			for _, n := range cfg.Nodes {
 				backends[n.Name] = mock.New(n)
 			}
-			eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(backends), Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+			eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 			if err != nil {
 				t.Fatal(err)
 			}

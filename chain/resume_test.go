@@ -47,7 +47,7 @@ func resumeHarness(t *testing.T, mem *store.Memory) *harness {
 	for name, rec := range h.nodes {
 		backends[name] = rec
 	}
-	deps := chain.Deps{Nodes: node.SetOf(backends), Tools: reg, Guard: antiloop.NewGuard(store.NewMemory(0, 0), h.cfg.Antiloop.SignatureTTL, h.cfg.Antiloop.CallIDTTL)}
+	deps := chain.Deps{Nodes: node.SetOf(h.cfg, backends), Tools: reg, Guard: antiloop.NewGuard(store.NewMemory(0, 0), h.cfg.Antiloop.SignatureTTL, h.cfg.Antiloop.CallIDTTL)}
 	if mem != nil {
 		deps.Resume = mem
 	}
@@ -221,7 +221,7 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 		backends[n.Name] = mock.New(n)
 	}
 	mem := store.NewMemory(0, 0)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(backends), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -270,7 +270,7 @@ chain:
 		backends[name] = rec
 	}
 	mem := store.NewMemory(0, 0)
-	if h.engine, err = chain.New(h.cfg, chain.Deps{Nodes: node.SetOf(backends), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
+	if h.engine, err = chain.New(h.cfg, chain.Deps{Nodes: node.SetOf(h.cfg, backends), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	client := []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}

@@ -146,7 +146,7 @@ chain:
 	var log workLog
 	reg := traceTools(t, cfg, &log)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -291,7 +291,7 @@ chain:
 		t.Fatal(err)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

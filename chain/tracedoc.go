@@ -39,6 +39,24 @@ type TraceSummary struct {
 	Resumed bool `json:"resumed,omitempty"`
 }
 
+// SharedSummary is a TraceSummary as a replica shares it with the others
+// on one store (the TraceFeed of web): whose chain it is, and which
+// replica sent it when, so that a replica knows its own chains, the
+// latest news of each chain, and how old it is. proxy eval shares its
+// answers' summaries so too, as a replica of its own, for the cockpit's
+// list to show them.
+type SharedSummary struct {
+	Replica string `json:"replica"`
+	// Seq numbers the replica's news, in the order it sent them: a list
+	// read from the store may be older than a change already heard.
+	Seq   uint64 `json:"seq"`
+	Owner string `json:"owner"`
+	// At is when it was sent, in Unix milliseconds (the replicas' clocks
+	// are taken to agree within seconds).
+	At      int64        `json:"at"`
+	Summary TraceSummary `json:"summary"`
+}
+
 // StageBadge is a stage as the list shows it.
 type StageBadge struct {
 	Node   string `json:"node"`

@@ -84,7 +84,7 @@ func newUpstreamEngine(t *testing.T, nodes map[string]*upstream, edit func(*conf
 		backends[name] = u
 	}
 	mem := store.NewMemory(100, 10)
-	e, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(backends), Tools: reg, Guard: antiloop.NewGuard(mem, time.Minute, time.Minute)})
+	e, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Guard: antiloop.NewGuard(mem, time.Minute, time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

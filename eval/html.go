@@ -94,6 +94,16 @@ type pageData struct {
 	Rows                          []row
 }
 
+// traceLink is trace id id as the page shows it: linked to the cockpit
+// at base, when given.
+func traceLink(base, id string) string {
+	code := "<code>" + esc(id) + "</code>"
+	if base == "" {
+		return code
+	}
+	return "<a href=\"" + esc(TraceURL(base, id)) + "\">" + code + "</a>"
+}
+
 // TraceURL is where the cockpit of the proxy at base opens trace id.
 func TraceURL(base, id string) string {
 	return strings.TrimRight(base, "/") + "/#/traces/" + url.PathEscape(id)
@@ -334,9 +344,10 @@ func (d *pageData) write(w io.Writer) {
 		case r.Correct:
 			result = "right"
 		}
-		trace := "<code>" + esc(r.TraceID) + "</code>"
-		if d.Cockpit != "" {
-			trace = "<a href=\"" + esc(TraceURL(d.Cockpit, r.TraceID)) + "\">" + trace + "</a>"
+		trace := traceLink(d.Cockpit, r.TraceID)
+		if r.Judge != nil && r.Judge.TraceID != "" {
+			// The judging that graded the answer, beside it.
+			trace += " · judged in " + traceLink(d.Cockpit, r.Judge.TraceID)
 		}
 		p("<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%s</td></tr>\n",
 			esc(r.ID), esc(r.Mode), esc(r.Routed), esc(strings.Join(stages, " → ")), result, r.LatencyMS, trace)

@@ -2,9 +2,11 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"chainproxy/chain"
 )
@@ -36,8 +38,11 @@ func judgeQuestion(it *Item, answer string) string {
 	return b.String()
 }
 
-// judge asks the judge node, alone, to grade answer.
-func judge(ctx context.Context, r Runner, o *Options, it *Item, answer string) (*Verdict, error) {
+// judge asks the judge node, alone, to grade answer, the reply to j's
+// item under j's mode, and returns its verdict and its trace to keep (nil
+// when the request never started).
+func judge(ctx context.Context, r Runner, o *Options, j job, answer string) (*Verdict, *kept, error) {
+	it := j.item
 	v := &Verdict{TraceID: newID()}
 	req := &chain.RunRequest{
 		TraceID:      v.TraceID,
@@ -50,17 +55,33 @@ func judge(ctx context.Context, r Runner, o *Options, it *Item, answer string) (
 		},
 		Params: chain.Params{Temperature: o.Temperature, Seed: o.Seed},
 	}
+	t0 := time.Now()
 	out, err := r.Run(ctx, req, nil)
+	var k *kept
+	var tr *chain.Trace
+	var f *chain.Failure
+	switch {
+	case out != nil:
+		tr = &out.Trace
+	case errors.As(err, &f):
+		tr = &f.Trace
+	}
+	if tr != nil {
+		k = &kept{traceID: v.TraceID, id: it.ID, mode: j.mode, judge: true, tr: tr,
+			sum: summary(v.TraceID, time.Since(t0).Milliseconds(), req, t0.UnixMilli(), tr, err)}
+		// Listed as what it is: the question it graded is in its prompt.
+		k.sum.Question = capQuestion("judging " + it.ID + " under " + j.mode + ": " + question(messages(it.Prompt())))
+	}
 	if err != nil {
-		return v, err
+		return v, k, err
 	}
 	v.Reason = cut(strings.TrimSpace(out.Message.Content), 500)
 	correct, ok := ReadVerdict(out.Message.Content)
 	if !ok {
-		return v, fmt.Errorf("the judge's reply does not start with CORRECT or INCORRECT: %q", cut(v.Reason, 80))
+		return v, k, fmt.Errorf("the judge's reply does not start with CORRECT or INCORRECT: %q", cut(v.Reason, 80))
 	}
 	v.Correct = correct
-	return v, nil
+	return v, k, nil
 }
 
 // ReadVerdict reads the judge's first word: CORRECT or INCORRECT, in any

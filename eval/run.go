@@ -159,18 +159,20 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 		go func() {
 			defer wg.Done()
 			for j := range todo {
-				res, tr, sum := ask(ctx, r, &o, j)
+				res, traces := ask(ctx, r, &o, j)
 				if ctx.Err() != nil {
 					continue // cut short, not finished: -resume asks it again
 				}
-				if o.Traces != nil && tr != nil {
-					traceMu.Lock()
-					writeTrace(o.Traces, res, tr)
-					traceMu.Unlock()
-				}
-				if o.Share != nil && tr != nil {
-					if err := o.Share.put(ctx, &sum, tr); err != nil && o.Share.Failed != nil {
-						o.Share.Failed(res.TraceID, err)
+				for _, k := range traces {
+					if o.Traces != nil {
+						traceMu.Lock()
+						writeTrace(o.Traces, &k)
+						traceMu.Unlock()
+					}
+					if o.Share != nil {
+						if err := o.Share.put(ctx, &k.sum, k.tr); err != nil && o.Share.Failed != nil {
+							o.Share.Failed(k.traceID, err)
+						}
 					}
 				}
 				select {
@@ -189,10 +191,20 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 	return results, ctx.Err()
 }
 
-// ask runs one job, and the judge when the item needs it. The trace is
-// nil when the request never started (an unknown model); sum is its
-// summary, as the cockpit's list shows it.
-func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, tr *chain.Trace, sum chain.TraceSummary) {
+// kept is a trace the run keeps (the traces file, the shared store): an
+// answer's, or the judging of one (judge), with its summary as the
+// cockpit's list shows it.
+type kept struct {
+	traceID, id, mode string
+	judge             bool
+	tr                *chain.Trace
+	sum               chain.TraceSummary
+}
+
+// ask runs one job, and the judge when the item needs it, and returns the
+// traces to keep: the answer's, unless the request never started (an
+// unknown model), then the judging's.
+func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, traces []kept) {
 	res = Result{ID: j.item.ID, Mode: j.mode, TraceID: newID()}
 	req := &chain.RunRequest{
 		TraceID:      res.TraceID,
@@ -212,6 +224,7 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, tr *chai
 	})
 	res.LatencyMS = time.Since(t0).Milliseconds()
 	res.TTFTMS = first.Milliseconds()
+	var tr *chain.Trace
 	if out != nil {
 		tr = &out.Trace
 		res.Answer = out.Message.Content
@@ -222,15 +235,19 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, tr *chai
 	}
 	if tr != nil {
 		describe(&res, tr)
-		sum = summary(&res, req, t0.UnixMilli(), tr, err)
+		traces = append(traces, kept{traceID: res.TraceID, id: res.ID, mode: res.Mode, tr: tr,
+			sum: summary(res.TraceID, res.LatencyMS, req, t0.UnixMilli(), tr, err)})
 	}
 	if err != nil {
 		res.Failed, res.Error = true, err.Error()
-		return res, tr, sum
+		return res, traces
 	}
 	if j.item.NeedsJudge() {
-		v, err := judge(ctx, r, o, j.item, res.Answer)
+		v, k, err := judge(ctx, r, o, j, res.Answer)
 		res.Judge = v
+		if k != nil {
+			traces = append(traces, *k)
+		}
 		if err != nil {
 			res.Failed, res.Error = true, "judge: "+err.Error()
 		} else {
@@ -240,7 +257,7 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, tr *chai
 		res.Correct = Score(j.item, res.Answer)
 	}
 	res.Answer = cut(res.Answer, answerCap)
-	return res, tr, sum
+	return res, traces
 }
 
 // describe fills what res reports of the run's trace.
@@ -270,15 +287,17 @@ func messages(ms []Message) []chain.Message {
 	return out
 }
 
-// writeTrace writes one line of the traces file. A trace that does not
-// encode is left out: the report still has the result.
-func writeTrace(w io.Writer, res Result, tr *chain.Trace) {
+// writeTrace writes one line of the traces file: an answer's trace, or
+// with judge set, the judging of the item's answer under mode. A trace
+// that does not encode is left out: the report still has the result.
+func writeTrace(w io.Writer, k *kept) {
 	line, err := json.Marshal(struct {
 		TraceID string       `json:"trace_id"`
 		ID      string       `json:"id"`
 		Mode    string       `json:"mode"`
+		Judge   bool         `json:"judge,omitempty"`
 		Chain   *chain.Trace `json:"chain"`
-	}{res.TraceID, res.ID, res.Mode, tr})
+	}{k.traceID, k.id, k.mode, k.judge, k.tr})
 	if err == nil {
 		_, _ = w.Write(append(line, '\n'))
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"chainproxy/chain"
 )
@@ -15,10 +18,19 @@ type TraceStore interface {
 	PutTrace(ctx context.Context, key string, doc []byte) error
 }
 
-// Sharing keeps each answer's trace where a proxy's cockpit opens it: in
-// the store a server on the same configuration reads (Redis), as the
-// document the server itself stores (chain.TraceDocument), under the
-// callers who may open it.
+// SummaryFeed is the optional capability of a TraceStore that shares the
+// cockpit's trace list between the proxies on one store (store.Store's
+// PutSummary, which web's TraceFeed reads): a summary put there under
+// chain.TraceKey(owner, id) is listed in their cockpits.
+type SummaryFeed interface {
+	PutSummary(ctx context.Context, key string, data []byte) error
+}
+
+// Sharing keeps each answer's trace, and each judging's, where a proxy's
+// cockpit lists and opens it: in the store a server on the same
+// configuration reads (Redis), as the document the server itself stores
+// (chain.TraceDocument), under the callers who may open it, and its
+// summary in the shared trace list, as a replica of its own would.
 type Sharing struct {
 	Store TraceStore
 	// Owners are the callers a document is kept under (chain.TraceKey):
@@ -30,16 +42,20 @@ type Sharing struct {
 	// Failed, when set, hears of a trace that could not be kept; the
 	// report still has its result, and the traces file the trace.
 	Failed func(traceID string, err error)
+
+	once    sync.Once
+	replica string        // the run's name in the shared list
+	seq     atomic.Uint64 // numbers its summaries, as a replica's news
 }
 
 // questionCap caps a listed question, in bytes, as the server's list does.
 const questionCap = 200
 
-// summary is the head of res's trace document: the chain as the cockpit's
-// list shows it.
-func summary(res *Result, req *chain.RunRequest, started int64, tr *chain.Trace, runErr error) chain.TraceSummary {
-	s := chain.TraceSummary{TraceID: res.TraceID, Started: started, Question: question(req.Messages), Mode: tr.Mode,
-		Status: chain.TraceStatus(tr, runErr), DurationMS: res.LatencyMS, Client: req.Client}
+// summary is the head of the trace document of req, run as traceID: the
+// chain as the cockpit's list shows it.
+func summary(traceID string, latencyMS int64, req *chain.RunRequest, started int64, tr *chain.Trace, runErr error) chain.TraceSummary {
+	s := chain.TraceSummary{TraceID: traceID, Started: started, Question: question(req.Messages), Mode: tr.Mode,
+		Status: chain.TraceStatus(tr, runErr), DurationMS: latencyMS, Client: req.Client}
 	s.Stages, s.Tokens = chain.Badges(tr)
 	return s
 }
@@ -54,6 +70,11 @@ func question(msgs []chain.Message) string {
 		}
 	}
 	q, _, _ = strings.Cut(q, "\n")
+	return capQuestion(q)
+}
+
+// capQuestion caps a listed question at questionCap bytes.
+func capQuestion(q string) string {
 	if len(q) > questionCap {
 		q = strings.ToValidUTF8(q[:questionCap], "") + "…"
 	}
@@ -79,5 +100,22 @@ func (s *Sharing) put(ctx context.Context, sum *chain.TraceSummary, tr *chain.Tr
 	for _, who := range s.Owners {
 		errs = append(errs, s.Store.PutTrace(ctx, chain.TraceKey(who, sum.TraceID), doc))
 	}
+	if feed, ok := s.Store.(SummaryFeed); ok && len(s.Owners) > 0 && errors.Join(errs...) == nil {
+		errs = append(errs, s.list(ctx, feed, sum))
+	}
 	return errors.Join(errs...)
+}
+
+// list puts sum in the shared trace list, once, under the first owner:
+// an admin key lists every owner's chains, so a copy under each admin
+// would be listed once per admin. It is listed after its document is
+// kept, so that a cockpit that lists it opens it.
+func (s *Sharing) list(ctx context.Context, feed SummaryFeed, sum *chain.TraceSummary) error {
+	s.once.Do(func() { s.replica = "eval-" + newID()[:12] })
+	who := s.Owners[0]
+	data, err := json.Marshal(&chain.SharedSummary{Replica: s.replica, Seq: s.seq.Add(1), Owner: who, At: time.Now().UnixMilli(), Summary: *sum})
+	if err != nil {
+		return err
+	}
+	return feed.PutSummary(ctx, chain.TraceKey(who, sum.TraceID), data)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -91,5 +92,72 @@ func TestShareKeepsEachTraceUnderEachOwner(t *testing.T) {
 	slices.Sort(failed)
 	if !slices.Equal(failed, ids) || len(res) != len(its)*len(modes) {
 		t.Errorf("with the store down: %d results, failures reported for %v, want %d results, each reported (%v)", len(res), failed, len(its)*len(modes), ids)
+	}
+}
+
+// memFeed is a TraceStore that shares the trace list too.
+type memFeed struct {
+	memTraces
+	sums map[string][]byte
+}
+
+func (m *memFeed) PutSummary(_ context.Context, key string, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sums[key] = data
+	return nil
+}
+
+// TestShareListsEachTraceOnce: with a store that shares the cockpit's list,
+// each kept trace, answers and judgings alike, is listed once, under the
+// first owner (an admin key lists every owner's), as one replica's news
+// numbered in order.
+func TestShareListsEachTraceOnce(t *testing.T) {
+	its := items(t, `{"id":"a","question":"qa","answer":"ok"}`, `{"id":"b","question":"qb","rubric":"says ok"}`)
+	st := &memFeed{memTraces: memTraces{docs: map[string][]byte{}}, sums: map[string][]byte{}}
+	r := &fakeRunner{answer: func(_ context.Context, model, _ string) (string, error) {
+		if model == "J" {
+			return "CORRECT, it says ok", nil
+		}
+		return "ok", nil
+	}}
+	res, err := Run(context.Background(), r, Options{Items: its, Modes: []string{"M1"}, Judge: "J",
+		Share: &Sharing{Store: st, Owners: []string{"admin1", "admin2"}, Redact: func(s string) string { return s }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, r := range res {
+		want[r.TraceID] = false
+		if r.Judge != nil {
+			want[r.Judge.TraceID] = true
+		}
+	}
+	if got := len(st.sums); got != len(want) || len(want) != 3 {
+		t.Fatalf("%d summaries listed, want %d (2 answers, 1 judging)", got, len(want))
+	}
+	replicas := map[string]bool{}
+	seqs := map[uint64]bool{}
+	for id, judging := range want {
+		data, ok := st.sums[chain.TraceKey("admin1", id)]
+		if !ok {
+			t.Errorf("trace %s not listed under the first owner", id)
+			continue
+		}
+		var m chain.SharedSummary
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		replicas[m.Replica] = true
+		seqs[m.Seq] = true
+		if m.Owner != "admin1" || m.Summary.TraceID != id || m.Summary.Client != "chainproxy-eval" || m.Summary.Status != "ok" {
+			t.Errorf("listed %+v, want owner admin1, trace %s, client chainproxy-eval, ok", m, id)
+		}
+		if got := strings.HasPrefix(m.Summary.Question, "judging b under M1: qb"); got != judging {
+			t.Errorf("listed question %q: a judging's is %v, want %v", m.Summary.Question, got, judging)
+		}
+	}
+	if len(replicas) != 1 || len(seqs) != len(want) {
+		t.Errorf("listed by replicas %v with seqs %v, want one replica, a seq each", replicas, seqs)
 	}
 }

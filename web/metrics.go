@@ -12,6 +12,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/chain/node"
+	"chainproxy/config"
 )
 
 // Metrics are the proxy's Prometheus metrics, on their own registry so that
@@ -157,9 +158,10 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 }
 
 // hostCollector reports each host of the nodes with several (base_urls),
-// labelled node and host, read from the engine at each scrape.
+// labelled node and host, read from the node set at each scrape.
 type hostCollector struct {
-	e                        *chain.Engine
+	nodes                    []config.Node
+	set                      NodeSet
 	inFlight, offline, calls *prometheus.Desc
 }
 
@@ -170,8 +172,8 @@ func (c hostCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, n := range c.e.Nodes() {
-		for _, h := range c.e.Hosts(n.Name) {
+	for _, n := range c.nodes {
+		for _, h := range c.set.Hosts(n.Name) {
 			off := 0.0
 			if h.Offline {
 				off = 1
@@ -183,32 +185,34 @@ func (c hostCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// watchHosts adds the per-host metrics of e's nodes, and whether its shared
-// admission has fallen back to local limits. A second server built
-// on the same Metrics adds nothing: the first's collector stays.
-func (m *Metrics) watchHosts(e *chain.Engine) {
-	if e == nil {
-		return
-	}
-	if m.serverTool == nil {
+// watchNodes adds the per-host metrics of the nodes of set, and whether
+// its shared admission has fallen back to local limits; e tells the
+// server's tools from others. A second server built on the same Metrics
+// adds nothing: the first's collector stays.
+func (m *Metrics) watchNodes(e *chain.Engine, nodes []config.Node, set NodeSet) {
+	if e != nil && m.serverTool == nil {
 		m.serverTool = e.ServerTool
 		m.models = map[string]string{}
-		for _, n := range e.Nodes() {
+		for _, n := range nodes {
 			m.models[n.Name] = n.Model
 		}
 	}
+	if set == nil {
+		return
+	}
 	labels := []string{"node", "host"}
 	_ = m.reg.Register(hostCollector{
-		e:        e,
+		nodes:    nodes,
+		set:      set,
 		inFlight: prometheus.NewDesc("chainproxy_host_in_flight", "Calls in flight to each host of a node with several (base_urls).", labels, nil),
 		offline:  prometheus.NewDesc("chainproxy_host_offline", "1 while a host of a node with several is skipped as offline.", labels, nil),
 		calls:    prometheus.NewDesc("chainproxy_host_calls_total", "Calls sent to each host of a node with several.", labels, nil),
 	})
-	if e.AdmissionStatus() != "" {
+	if set.AdmissionStatus() != "" {
 		_ = m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chainproxy_admission_degraded", Help: "1 while Redis is down and this replica keeps the nodes' max_concurrency on its own.",
 		}, func() float64 {
-			if e.AdmissionStatus() == node.AdmissionLocal {
+			if set.AdmissionStatus() == node.AdmissionLocal {
 				return 1
 			}
 			return 0

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"github.com/ollama/ollama/types/model"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/jsonx"
 )
@@ -282,7 +284,7 @@ func (s *Server) ollamaDetails(name string) api.ModelDetails {
 
 // takesVision reports whether node's model is known to take images.
 func (s *Server) takesVision(node string) bool {
-	caps, _ := s.engine.Capabilities(node)
+	caps, _ := s.nodes.Capabilities(node)
 	return slices.Contains(caps, chain.CapVision)
 }
 
@@ -324,8 +326,10 @@ func (s *Server) ollamaTags(c *gin.Context) {
 // "Forever"; a zero time made it print "Stopping..."). A node's model
 // shows the window the proxy fits its prompts to; a chain's models have
 // none of their own (each node's prompt is fitted to that node), so 0.
+// Beside them, runners says what each Ollama server behind the nodes holds
+// (ollamaRunners).
 func (s *Server) ollamaPs(c *gin.Context) {
-	list := api.ProcessResponse{Models: []api.ProcessModelResponse{}}
+	list := ollamaPsResponse{ProcessResponse: api.ProcessResponse{Models: []api.ProcessModelResponse{}}}
 	never := time.Now().Add(time.Duration(math.MaxInt64))
 	for _, name := range s.ollamaModels() {
 		m := api.ProcessModelResponse{Name: name, Model: name, Digest: digest(name), Details: s.ollamaDetails(name), ExpiresAt: never}
@@ -334,19 +338,72 @@ func (s *Server) ollamaPs(c *gin.Context) {
 		}
 		list.Models = append(list.Models, m)
 	}
+	list.Runners = s.ollamaRunners(c.Request.Context())
 	c.JSON(http.StatusOK, list)
 }
 
-// nodeWindow is the context window the engine fits node's prompts to, 0
-// when unknown.
-func (s *Server) nodeWindow(node string) int {
-	for _, n := range s.engine.Nodes() {
-		if n.Name == node {
-			return s.engine.Window(n)
-		}
-	}
-	return 0
+// ollamaPsResponse is GET /api/ps: Ollama's ProcessResponse, whose models
+// are what the proxy serves, with runners added. Ollama's clients read
+// models and skip a field they do not know (the ollama CLI, ollama-js).
+type ollamaPsResponse struct {
+	api.ProcessResponse
+	Runners []ollamaRunner `json:"runners,omitempty"`
 }
+
+// ollamaRunner is one Ollama server behind the nodes (node.Runner): the
+// nodes it serves, and the models it holds as its own /api/ps lists them,
+// or why it did not answer.
+type ollamaRunner struct {
+	URL    string          `json:"url"`
+	Nodes  []string        `json:"nodes"`
+	Models []ollamaRunning `json:"models"`
+	Error  string          `json:"error,omitempty"`
+}
+
+// ollamaRunning is a model a runner holds, in the fields of Ollama's
+// ProcessModelResponse that its /api/ps gave.
+type ollamaRunning struct {
+	Name          string    `json:"name"`
+	Model         string    `json:"model"`
+	Size          int64     `json:"size"`
+	SizeVRAM      int64     `json:"size_vram"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	ContextLength int       `json:"context_length"`
+}
+
+// runnerLister is the optional capability of a NodeSet that asks the
+// servers behind its nodes what they hold (node.Set.Runners).
+type runnerLister interface {
+	Runners(ctx context.Context) []node.Runner
+}
+
+// runnersWait bounds the servers' answers to /api/ps: a server that does
+// not answer in time is reported, not waited for.
+const runnersWait = 3 * time.Second
+
+// ollamaRunners asks each Ollama server behind the nodes what it holds,
+// all at once; nil when the node set cannot tell or no node is Ollama's.
+func (s *Server) ollamaRunners(ctx context.Context) []ollamaRunner {
+	rl, ok := s.nodes.(runnerLister)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, runnersWait)
+	defer cancel()
+	var out []ollamaRunner
+	for _, r := range rl.Runners(ctx) {
+		or := ollamaRunner{URL: r.URL, Nodes: r.Nodes, Models: []ollamaRunning{}, Error: r.Err}
+		for _, m := range r.Models {
+			or.Models = append(or.Models, ollamaRunning{Name: m.Name, Model: m.Name, Size: m.Size, SizeVRAM: m.VRAM, ExpiresAt: m.ExpiresAt, ContextLength: m.ContextLength})
+		}
+		out = append(out, or)
+	}
+	return out
+}
+
+// nodeWindow is the context window node's prompts are fitted to, 0 when
+// unknown.
+func (s *Server) nodeWindow(node string) int { return s.nodes.Window(node) }
 
 // ollamaShowRequest is api.ShowRequest's name fields: model, or the
 // deprecated name the ollama CLI still sends.
@@ -381,7 +438,7 @@ func (s *Server) ollamaShow(c *gin.Context) {
 	}
 	caps := []model.Capability{model.CapabilityCompletion, model.CapabilityTools}
 	if route.Node != "" {
-		if known, ok := s.engine.Capabilities(route.Node); ok {
+		if known, ok := s.nodes.Capabilities(route.Node); ok {
 			caps = caps[:0]
 			for _, k := range known {
 				caps = append(caps, model.Capability(k))
@@ -389,7 +446,7 @@ func (s *Server) ollamaShow(c *gin.Context) {
 		}
 	} else {
 		for _, n := range s.cfg.Nodes {
-			if known, _ := s.engine.Capabilities(n.Name); slices.Contains(known, string(model.CapabilityThinking)) {
+			if known, _ := s.nodes.Capabilities(n.Name); slices.Contains(known, string(model.CapabilityThinking)) {
 				caps = append(caps, model.CapabilityThinking)
 				break
 			}

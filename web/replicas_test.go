@@ -38,7 +38,7 @@ func replica(t *testing.T, cfg *config.Config, redisURL string) (*httptest.Serve
 	for _, n := range cfg.Nodes {
 		backends[n.Name] = mock.New(n)
 	}
-	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(backends), Tools: reg, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

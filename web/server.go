@@ -49,10 +49,33 @@ type TraceStore interface {
 	Status() string
 }
 
+// NodeSet is what the operational endpoints (/readyz, /api/ps, /metrics)
+// and Ollama's model descriptions read of the configured nodes, from the
+// node layer (node.Set, built by node.Build) rather than the engine that
+// runs requests over them: whether each answers, what its server said of
+// its model, its hosts, and whether the admission is shared. Five
+// methods, because three endpoints read them and one Set has them all.
+type NodeSet interface {
+	// Probe checks that node answers and has its model, and remembers
+	// what its server says.
+	Probe(ctx context.Context, node string) error
+	Capabilities(node string) (caps []string, known bool)
+	// Window is the context window node's prompts are fitted to, 0
+	// when unknown.
+	Window(node string) int
+	Hosts(node string) []node.HostState
+	AdmissionStatus() string
+}
+
+var _ NodeSet = (*node.Set)(nil)
+
 // Options are the server's collaborators and tunables.
 type Options struct {
 	Config *config.Config
 	Engine *chain.Engine
+	// Nodes are the configured nodes (node.Build's Set, the one the
+	// engine runs on); nil takes the engine's.
+	Nodes NodeSet
 	// Traces keeps the traces; when it is also a TraceFeed (Redis), the
 	// trace list shows the chains of every replica sharing it.
 	Traces TraceStore
@@ -76,6 +99,7 @@ type Options struct {
 type Server struct {
 	cfg        *config.Config
 	engine     *chain.Engine
+	nodes      NodeSet
 	traces     TraceStore
 	log        *slog.Logger
 	metrics    *Metrics
@@ -126,6 +150,10 @@ func New(o Options) *Server {
 	}
 	if o.Engine != nil {
 		o.Engine.SetWatcher(s.hub)
+	}
+	s.nodes = o.Nodes
+	if s.nodes == nil && o.Engine != nil {
+		s.nodes = o.Engine.NodeSet()
 	}
 	s.redact = o.Redactor
 	if s.redact.Empty() {
@@ -180,7 +208,7 @@ func New(o Options) *Server {
 	}
 	ops.GET("/readyz", s.readyz)
 	if s.metrics != nil {
-		s.metrics.watchHosts(s.engine)
+		s.metrics.watchNodes(s.engine, s.cfg.Nodes, s.nodes)
 		ops.GET("/metrics", gin.WrapH(s.metrics.Handler()))
 	}
 	sub, _ := fs.Sub(staticFiles, "static")
@@ -698,7 +726,7 @@ type hostState struct {
 
 // hostStates reports node's hosts after a probe; nil for one host.
 func (s *Server) hostStates(node string) []hostState {
-	hs := s.engine.Hosts(node)
+	hs := s.nodes.Hosts(node)
 	if hs == nil {
 		return nil
 	}
@@ -734,7 +762,7 @@ func (s *Server) readyz(c *gin.Context) {
 		// node is ready while one of them is.
 		Hosts []hostState `json:"hosts,omitempty"`
 	}
-	nodes := s.engine.Nodes()
+	nodes := s.cfg.Nodes
 	states := make([]nodeState, len(nodes))
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 	defer cancel()
@@ -743,9 +771,9 @@ func (s *Server) readyz(c *gin.Context) {
 		states[i] = nodeState{Name: n.Name, Provider: n.Provider, Model: n.Model}
 		wg.Go(func() { // exits when Probe returns, bounded by ctx
 			start := time.Now()
-			err := s.engine.Probe(ctx, n.Name)
+			err := s.nodes.Probe(ctx, n.Name)
 			states[i].LatencyMS = time.Since(start).Milliseconds()
-			states[i].Capabilities, _ = s.engine.Capabilities(n.Name)
+			states[i].Capabilities, _ = s.nodes.Capabilities(n.Name)
 			states[i].Hosts = s.hostStates(n.Name)
 			states[i].Status = "unavailable"
 			if err != nil {
@@ -768,7 +796,7 @@ func (s *Server) readyz(c *gin.Context) {
 		store = s.traces.Status()
 	}
 	h := gin.H{"status": word, "store": store, "nodes": states}
-	if adm := s.engine.AdmissionStatus(); adm != "" {
+	if adm := s.nodes.AdmissionStatus(); adm != "" {
 		// "local": Redis is down and each replica keeps the limits alone.
 		h["admission"] = adm
 	}

@@ -567,7 +567,7 @@ func mustEngine(t testing.TB, cfg *config.Config) *chain.Engine {
 		backends[n.Name] = mock.New(n)
 	}
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(backends), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,20 +96,9 @@ const (
 	traceShareTimeout = time.Second
 )
 
-// sharedSummary is a summary as a replica shares it: whose chain it is,
-// and which replica sent it when, so that a replica knows its own chains,
-// the latest news of each chain, and how old it is.
-type sharedSummary struct {
-	Replica string `json:"replica"`
-	// Seq numbers the replica's news, in the order it sent them: a list
-	// read from the store may be older than a change already heard.
-	Seq   uint64 `json:"seq"`
-	Owner string `json:"owner"`
-	// At is when it was sent, in Unix milliseconds (the replicas' clocks
-	// are taken to agree within seconds).
-	At      int64        `json:"at"`
-	Summary traceSummary `json:"summary"`
-}
+// sharedSummary is a summary as a replica shares it (chain.SharedSummary,
+// which proxy eval shares too).
+type sharedSummary = chain.SharedSummary
 
 // listedTrace is a chain in the list: its summary, whose it is, and while
 // it runs, its stages so far (the stored trace replaces them at the end).

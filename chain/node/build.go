@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"chainproxy/config"
+	"chainproxy/internal/redact"
 )
 
 // Provider builds the backend of a node of one host (its base_url) for one
@@ -38,16 +40,41 @@ type Deps struct {
 	Providers map[string]Provider
 }
 
-// Set is the configured nodes' backends, by node name.
+// Set is the configured nodes: their backends, by node name, and what
+// their servers said of them (known.go).
 type Set struct {
 	backends map[string]Backend
+	order    []config.Node
+	byName   map[string]config.Node
+	// runnerWindows are the windows of the nodes sharing an Ollama runner
+	// (config.RunnerWindows).
+	runnerWindows map[string]int
+	offline       *Offline
+	known         known
+	redact        redact.Redactor
+	admission     Admitter
+}
+
+// newSet is the Set of cfg's nodes over backends. What their servers say
+// is masked with cfg's redactor, the one the proxy builds for its logs,
+// answers and traces.
+func newSet(cfg *config.Config, backends map[string]Backend) *Set {
+	s := &Set{backends: backends, order: cfg.Nodes, byName: make(map[string]config.Node, len(cfg.Nodes)),
+		runnerWindows: cfg.RunnerWindows(), offline: NewOffline(30*time.Second, time.Now), known: newKnown(), redact: redact.FromConfig(cfg)}
+	for _, n := range cfg.Nodes {
+		s.byName[n.Name] = n
+		if n.OfflineFor > 0 {
+			s.offline.SetTTL(n.Name, n.OfflineFor)
+		}
+	}
+	return s
 }
 
 // Build is the one place a configuration becomes backends: each node's
 // backend for its provider, wrapped in a Hosts when it has several hosts
 // (HostsBackend). A node whose provider nobody provides is an error.
 func Build(cfg *config.Config, deps Deps) (*Set, error) {
-	s := &Set{backends: make(map[string]Backend, len(cfg.Nodes))}
+	s := newSet(cfg, make(map[string]Backend, len(cfg.Nodes)))
 	var errs []error
 	providersMu.RLock()
 	defer providersMu.RUnlock()
@@ -65,12 +92,12 @@ func Build(cfg *config.Config, deps Deps) (*Set, error) {
 	return s, errors.Join(errs...)
 }
 
-// SetOf is a Set of hand-made backends, by node name. It is for tests
-// whose backend is a Go value (a scripted mock, a recorder) with no HTTP
-// upstream behind it: a node with a base_url, fake or real, goes through
-// Build as the proxy's do.
-func SetOf(backends map[string]Backend) *Set {
-	return &Set{backends: backends}
+// SetOf is the Set of cfg's nodes over hand-made backends, by node name.
+// It is for tests whose backend is a Go value (a scripted mock, a
+// recorder) with no HTTP upstream behind it: a node with a base_url, fake
+// or real, goes through Build as the proxy's do.
+func SetOf(cfg *config.Config, backends map[string]Backend) *Set {
+	return newSet(cfg, backends)
 }
 
 // Backend returns the backend of the node named name.

@@ -11,7 +11,11 @@
 // across replicas by SharedAdmission), which on an Ollama server several
 // nodes share schedules them around model loads and loads the later
 // stages' models early (ScheduleLoads, Warm, the optional ModelLoader of a
-// backend). The backends of the two protocols live
+// backend). Build makes the configured nodes' Set, which also remembers
+// what their servers said (capabilities, windows, whether they answer):
+// the engine reads it to run calls, and web's operational endpoints
+// (/readyz, /api/ps, /metrics) read it without the engine. The backends
+// of the two protocols live
 // below it, in node/ollama and node/openai.
 //
 // The keep-alive a call asks for stays in the engine (run.keepAlive):

@@ -60,7 +60,7 @@ func loadsAdmission(t *testing.T, wait time.Duration) *Admission {
 		{Name: "B", Provider: config.ProviderOllama, BaseURL: "http://gpu:11434/", Model: "b", MaxQueue: 8},
 	}
 	a := NewAdmission(nodes)
-	a.ScheduleLoads(nodes, SetOf(map[string]Backend{"A": memLoader{srv, "a:latest"}, "B": memLoader{srv, "b:latest"}}), wait)
+	a.ScheduleLoads(nodes, SetOf(&config.Config{Nodes: nodes}, map[string]Backend{"A": memLoader{srv, "a:latest"}, "B": memLoader{srv, "b:latest"}}), wait)
 	return a
 }
 
@@ -131,7 +131,7 @@ func TestWarmLoadsWhatFits(t *testing.T) {
 			{Name: "M2", Provider: config.ProviderOllama, BaseURL: "http://gpu:11434", Model: "m2", MaxQueue: 8},
 		}
 		a := NewAdmission(nodes)
-		set := SetOf(map[string]Backend{"OL1": memLoader{srv, "o:latest"}, "M1": memLoader{srv, "m1:latest"}, "M2": memLoader{srv, "m2:latest"}})
+		set := SetOf(&config.Config{Nodes: nodes}, map[string]Backend{"OL1": memLoader{srv, "o:latest"}, "M1": memLoader{srv, "m1:latest"}, "M2": memLoader{srv, "m2:latest"}})
 		a.ScheduleLoads(nodes, set, time.Minute)
 		later := []Preload{{Node: "M1"}, {Node: "M2"}}
 		preloads := func() []string {
@@ -229,7 +229,7 @@ func TestScheduleLoadsOnlySharedOllama(t *testing.T) {
 				}
 			}
 			a := NewAdmission(tt.nodes)
-			a.ScheduleLoads(tt.nodes, SetOf(backends), tt.wait)
+			a.ScheduleLoads(tt.nodes, SetOf(&config.Config{Nodes: tt.nodes}, backends), tt.wait)
 			var got []string
 			for _, n := range tt.nodes {
 				if a.gates[n.Name].runner != nil {

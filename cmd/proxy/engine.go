@@ -20,7 +20,10 @@ import (
 // nodes, and the engine over them. One constructor, so that an evaluation
 // measures the engine the server runs.
 type wired struct {
-	engine    *chain.Engine
+	engine *chain.Engine
+	// nodes are the nodes the engine runs on, which the operational
+	// endpoints read (web.Options.Nodes).
+	nodes     *node.Set
 	store     store.Store
 	registry  *tools.Registry
 	local     *node.Admission
@@ -59,7 +62,7 @@ func wire(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *
 		w.closers = append(w.closers, slots.Close)
 		w.admission = node.NewSharedAdmission(ctx, cfg.Nodes, slots, w.local, logger)
 	}
-	set, err := buildNodes(cfg)
+	w.nodes, err = buildNodes(cfg)
 	if err != nil {
 		return w, err
 	}
@@ -67,10 +70,10 @@ func wire(ctx context.Context, cfg *config.Config, red redact.Redactor, logger *
 		// Replicas sharing limits through Redis keep the shared order:
 		// one replica's account of what a server holds would miss the
 		// others' calls.
-		w.local.ScheduleLoads(cfg.Nodes, set, cfg.Admission.MaxReorderWait)
+		w.local.ScheduleLoads(cfg.Nodes, w.nodes, cfg.Admission.MaxReorderWait)
 	}
 	w.engine, err = chain.New(cfg, chain.Deps{
-		Nodes:      set,
+		Nodes:      w.nodes,
 		Tools:      registry,
 		Guard:      antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Classifier: classify.New(cfg.Classify, registry.Names()),

@@ -141,3 +141,103 @@ func TestEvalTracesWithoutRedis(t *testing.T) {
 		t.Error("report.html links traces a proxy cannot open")
 	}
 }
+
+// TestEvalTracesListedInCockpit: with a shared store, an eval's answers
+// and its judge's gradings are listed in the cockpit's trace list of a
+// proxy on the same configuration (GET /v1/chain/traces, to the admin key
+// the cockpit is used with, not to another key), each judging opens by
+// its id, and report.html links it beside the answer it graded.
+func TestEvalTracesListedInCockpit(t *testing.T) {
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("server:\n  api_keys: [user-key]\n  admin_keys: [admin-key]\nstore:\n  redis_url: %q\n", rs.URL())
+	cfgPath := filepath.Join(dir, "c.yaml")
+	data := filepath.Join(dir, "items.jsonl")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data, []byte(`{"id":"capital","question":"What is the capital of France?","answer":"Paris","match":"contains"}`+"\n"+
+		`{"id":"poem","question":"Write two lines about the sea.","rubric":"two lines, about the sea"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The cockpit is open while the eval runs.
+	base := startWired(t, cfg)
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runEvalCmd(t, "-demo", "-config", cfgPath, "-data", data, "-modes", "M1,chain/reflexive", "-judge", "M2", "-out", out, "-cockpit", base)
+	if code != 0 {
+		t.Fatalf("eval exit code = %d, want 0; stderr:\n%s", code, stderr)
+	}
+	rep, _ := readReport(t, out)
+	page, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // trace id → what it is
+	for _, r := range rep.Results {
+		want[r.TraceID] = r.ID + " under " + r.Mode
+		if r.ID != "poem" {
+			continue
+		}
+		if r.Judge == nil || r.Judge.TraceID == "" {
+			t.Fatalf("%s under %s: judge %+v, want a verdict with its trace id", r.ID, r.Mode, r.Judge)
+		}
+		want[r.Judge.TraceID] = "the judging of " + r.ID + " under " + r.Mode
+		if link := `<a href="` + base + `/#/traces/` + r.Judge.TraceID + `">`; !strings.Contains(string(page), link) {
+			t.Errorf("report.html lacks the link to the judging of %s under %s: %s", r.ID, r.Mode, link)
+		}
+	}
+	if len(want) != 6 {
+		t.Fatalf("%d trace ids, want 6 (4 answers, 2 judgings): %v", len(want), want)
+	}
+
+	list := func(key string) map[string]string {
+		req, _ := http.NewRequest("GET", base+"/v1/chain/traces", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var l struct {
+			Data []struct {
+				TraceID                  string `json:"trace_id"`
+				Status, Client, Question string
+			} `json:"data"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, s := range l.Data {
+			if s.Client == "chainproxy-eval" {
+				got[s.TraceID] = s.Status + " " + s.Question
+			}
+		}
+		return got
+	}
+	listed := list("admin-key")
+	for id, what := range want {
+		if st, ok := listed[id]; !ok || !strings.HasPrefix(st, "ok ") {
+			t.Errorf("the cockpit's list has %s as %q (listed %v), want it ok", what, st, ok)
+		}
+	}
+	if len(listed) != len(want) {
+		t.Errorf("the cockpit lists %d eval traces, want %d: %v", len(listed), len(want), listed)
+	}
+	if other := list("user-key"); len(other) != 0 {
+		t.Errorf("another key's list shows the eval's traces: %v", other)
+	}
+	for id, what := range want {
+		req, _ := http.NewRequest("GET", base+"/v1/chain/traces/"+id, nil)
+		req.Header.Set("Authorization", "Bearer admin-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET the trace of %s: %d, want 200", what, resp.StatusCode)
+		}
+	}
+}

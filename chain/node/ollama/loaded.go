@@ -3,22 +3,14 @@ package ollama
 import (
 	"context"
 	"strings"
-	"time"
+
+	"chainproxy/chain/node"
 )
 
-// LoadedModel is a model an Ollama server holds in memory, as GET /api/ps
-// lists it: what the load scheduling of issue 44 reads to know what fits
-// beside what. Nothing schedules with it yet.
-type LoadedModel struct {
-	// Name is the model as Ollama names it ("qwen3:1.7b").
-	Name string
-	// Size is the memory the model takes; VRAM is the part of it on the
-	// GPU (less than Size when Ollama offloaded layers to the CPU).
-	Size, VRAM int64
-	// ExpiresAt is when Ollama unloads the model if no call comes; while
-	// a call uses it, now plus its keep-alive (Ollama's PsHandler).
-	ExpiresAt time.Time
-}
+// LoadedModel is a model an Ollama server holds in memory (node.LoadedModel).
+type LoadedModel = node.LoadedModel
+
+var _ node.LoadReader = (*Backend)(nil)
 
 // LoadedModels lists the models the node's server holds in memory now, from
 // GET /api/ps, the longest time left first as Ollama sorts them.
@@ -36,7 +28,7 @@ func (b *Backend) LoadedModels(ctx context.Context) ([]LoadedModel, error) {
 		if name == "" {
 			name = m.Name
 		}
-		out = append(out, LoadedModel{Name: name, Size: m.Size, VRAM: m.SizeVRAM, ExpiresAt: m.ExpiresAt})
+		out = append(out, LoadedModel{Name: name, Size: m.Size, VRAM: m.SizeVRAM, ExpiresAt: m.ExpiresAt, ContextLength: m.ContextLength})
 	}
 	return out, nil
 }
