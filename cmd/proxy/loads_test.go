@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
@@ -299,4 +301,86 @@ tools:
 	if !strings.Contains(string(html), "model loads") {
 		t.Error("report.html does not show the model loads")
 	}
+}
+
+// TestOllamaFrontLoadDuration: the proxy's own /api/chat and /api/generate
+// answer Ollama's load_duration (ns) on the done line, as Ollama does: the
+// time this request's model calls spent loading their models, read by
+// Ollama's Go client. The reflexive chain loads small and big (300 ms
+// each); simple mode on M2 right after finds big loaded. eval_duration is
+// the calls' time without their loads, so that the two fit within
+// total_duration as Ollama's do.
+func TestOllamaFrontLoadDuration(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		generate bool
+		stream   bool
+	}{
+		{"chat whole", false, false},
+		{"chat streamed", false, true},
+		{"generate whole", true, false},
+		{"generate streamed", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+				return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}, PromptEvalCount: 10, EvalCount: 3}
+			})
+			// 6 GB at 20 GB/s: a load takes 300 ms.
+			ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
+			oa := fakeopenai.New(t)
+			base := startWired(t, fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()))
+			client := ollamaClient(t, base)
+
+			chained := ollamaMetrics(t, client, "chain/reflexive", tt.generate, tt.stream)
+			if got, want := chained.LoadDuration, 500*time.Millisecond; got < want {
+				t.Errorf("reflexive load_duration = %v, want at least %v (two 300 ms loads)", got, want)
+			}
+			if sum := chained.LoadDuration + chained.EvalDuration; sum > chained.TotalDuration {
+				t.Errorf("load_duration + eval_duration = %v + %v, want within total_duration %v", chained.LoadDuration, chained.EvalDuration, chained.TotalDuration)
+			}
+			simple := ollamaMetrics(t, client, "chain/simple", tt.generate, tt.stream)
+			if got, want := simple.LoadDuration, 100*time.Millisecond; got >= want {
+				t.Errorf("simple load_duration = %v, want under %v (big is loaded)", got, want)
+			}
+			if simple.TotalDuration <= 0 {
+				t.Errorf("simple total_duration = %v, want it set", simple.TotalDuration)
+			}
+		})
+	}
+}
+
+// ollamaClient is Ollama's Go client on the proxy at base.
+func ollamaClient(t *testing.T, base string) *api.Client {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(u, http.DefaultClient)
+}
+
+// ollamaMetrics sends one question to model through /api/chat (or
+// /api/generate) and returns the done line's counters.
+func ollamaMetrics(t *testing.T, client *api.Client, model string, generate, stream bool) api.Metrics {
+	t.Helper()
+	var m api.Metrics
+	var done bool
+	var err error
+	if generate {
+		err = client.Generate(t.Context(), &api.GenerateRequest{Model: model, Prompt: "compare the two plans step by step", Stream: &stream},
+			func(r api.GenerateResponse) error {
+				m, done = r.Metrics, r.Done
+				return nil
+			})
+	} else {
+		err = client.Chat(t.Context(), &api.ChatRequest{Model: model, Messages: []api.Message{{Role: "user", Content: "compare the two plans step by step"}}, Stream: &stream},
+			func(r api.ChatResponse) error {
+				m, done = r.Metrics, r.Done
+				return nil
+			})
+	}
+	if err != nil || !done {
+		t.Fatalf("%s: done %t, err %v", model, done, err)
+	}
+	return m
 }
