@@ -117,3 +117,60 @@ chain:
 		}
 	}
 }
+
+// TestKeepLoadedWinsOverClient: a keep_loaded node's calls are sent
+// keep_alive -1 wherever the node serves (the chain's first stage, a
+// later one, simple_node, a relay to it) and whatever keep_alive the
+// client sends: a client's keep_alive wins only on nodes the operator did
+// not keep loaded, since the load scheduling counts a kept model as held
+// for good. With base_urls, every host is sent -1.
+func TestKeepLoadedWinsOverClient(t *testing.T) {
+	hosts := [2]*fakeollama.Server{}
+	for i := range hosts {
+		hosts[i] = fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+			return fakeollama.Reply{Content: []string{"A finding."}}
+		})
+	}
+	other := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"An answer."}}
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_urls: [%q, %q], model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %q, model: m1}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: OL1, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+`, hosts[0].URL, hosts[1].URL, other.URL))
+	for _, model := range []string{"chain/reflexive", "chain/simple", "OL1", "chain/simple", "OL1"} {
+		for _, keep := range []string{`"keep_alive": 0`, `"keep_alive": "5m"`} {
+			body := fmt.Sprintf(`{"model": %q, "stream": false, %s, "messages": [{"role": "user", "content": "review this plan"}]}`, model, keep)
+			resp, err := http.Post(base+"/api/chat", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s with %s: status %d, want 200", model, keep, resp.StatusCode)
+			}
+		}
+	}
+	for i, h := range hosts {
+		bodies := h.Bodies()
+		if len(bodies) == 0 {
+			t.Errorf("host %d got no call, want some", i)
+		}
+		for _, b := range bodies {
+			if b["keep_alive"] != float64(-1) {
+				t.Errorf("host %d: OL1's call keep_alive = %v, want -1", i, b["keep_alive"])
+			}
+		}
+	}
+	// M1 is not kept: the chain sends its node's keep_alive (none).
+	for _, b := range other.Bodies() {
+		if ka, ok := b["keep_alive"]; ok {
+			t.Errorf("M1's call keep_alive = %v, want none", ka)
+		}
+	}
+}
