@@ -256,21 +256,39 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 	if tr == nil {
 		return
 	}
+	// A resumed chain's stages that began before this request ended in
+	// the earlier requests and were counted with them, but for the last
+	// of them, the stage that awaited the client and went on now.
+	resumed := -1
+	for i := range tr.Stages {
+		if since > 0 && tr.Stages[i].StartMS < since {
+			resumed = i
+		}
+	}
 	for i := range tr.Stages {
 		st := &tr.Stages[i]
-		ss := m.stage(st.Node, st.Status)
-		ss.turns.Observe(float64(st.Turns))
-		ss.stages.Inc()
-		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline || st.Status == chain.StageSkippedContext {
-			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
-		}
 		for _, t := range st.ToolsUsed {
-			m.toolCalls.WithLabelValues(m.toolLabel(t), t.Status).Inc()
+			// A client's call once, as passed to the client: its result
+			// comes with the next request, whose trace holds it again.
+			if t.StartMS >= since {
+				m.toolCalls.WithLabelValues(m.toolLabel(t), t.Status).Inc()
+			}
 		}
 		for i := range st.Calls {
 			if c := &st.Calls[i]; c.StartMS >= since && c.LoadedModel() {
 				m.observeLoad(st, c)
 			}
+		}
+		// A stage once, with its final status: not while it awaits the
+		// client, nor again when it ended in an earlier request.
+		if st.Status == chain.StageAwaitingClient || i < resumed {
+			continue
+		}
+		ss := m.stage(st.Node, st.Status)
+		ss.turns.Observe(float64(st.Turns))
+		ss.stages.Inc()
+		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline || st.Status == chain.StageSkippedContext {
+			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
 		}
 		if ct := st.Context; ct != nil {
 			for _, a := range ct.Actions {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,74 +169,99 @@ func ptr(p *int64) any {
 }
 
 // TestModelLoadsOfResumedChain: a chain resumed with a client tool's result
-// carries the calls of its first request in its trace; /metrics counts the
-// loads of each request once.
+// carries the calls and stages of its first request in its trace; /metrics
+// counts each load, stage and client tool call once, whichever stage
+// awaited the client.
 func TestModelLoadsOfResumedChain(t *testing.T) {
-	ol := fakeollama.NewFunc(t, func(call int, req *api.ChatRequest) fakeollama.Reply {
-		if call == 0 {
-			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{ID: "call_w", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
-		}
-		return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}}
-	})
-	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
-	oa := fakeopenai.New(t)
-	base := startWired(t, strings.Replace(fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()), "{node: OL1, max_turns: 1}", "{node: OL1, max_turns: 2, tools: true}", 1))
-
-	tool := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
-	user := `{"role":"user","content":"what is the weather in Paris?"}`
-	post := func(messages string) (finish string, message json.RawMessage) {
-		t.Helper()
-		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"chain/reflexive","messages":[`+messages+`],`+tool+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%d %s", resp.StatusCode, body)
-		}
-		var out struct {
-			Choices []struct {
-				FinishReason string          `json:"finish_reason"`
-				Message      json.RawMessage `json:"message"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 {
-			t.Fatalf("answer %s: %v", body, err)
-		}
-		return out.Choices[0].FinishReason, out.Choices[0].Message
-	}
-	finish, call := post(user)
-	if finish != "tool_calls" {
-		t.Fatalf("first answer's finish_reason = %q, want tool_calls", finish)
-	}
-	var calls struct {
-		ToolCalls []struct{ ID string } `json:"tool_calls"`
-	}
-	if err := json.Unmarshal(call, &calls); err != nil || len(calls.ToolCalls) != 1 {
-		t.Fatalf("first answer's message = %s, want one tool call", call)
-	}
-	result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, calls.ToolCalls[0].ID)
-	if finish, _ := post(user + "," + string(call) + "," + result); finish != "stop" {
-		t.Fatalf("resumed answer's finish_reason = %q, want stop", finish)
-	}
-	if got := len(ol.Loads()); got != 2 {
-		t.Errorf("fake Ollama loaded %d models, want 2 (small, then big)", got)
-	}
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{
-		`chainproxy_model_loads_total{model="small",node="OL1"} 1`,
-		`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+	for _, tt := range []struct{ name, node, model string }{
+		{"OL1 awaits the client", "OL1", "small"},
+		{"M2 awaits the client after OL1 and M1 ended", "M2", "big"},
 	} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+				if req.Model == tt.model && !slices.ContainsFunc(req.Messages, func(m api.Message) bool { return m.Role == "tool" }) {
+					return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{ID: "call_w", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+				}
+				return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}}
+			})
+			ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
+			oa := fakeopenai.New(t)
+			base := startWired(t, strings.Replace(fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()), "{node: "+tt.node+", max_turns: 1}", "{node: "+tt.node+", max_turns: 2, tools: true}", 1))
+
+			tool := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+			user := `{"role":"user","content":"what is the weather in Paris?"}`
+			post := func(messages string) (finish string, message json.RawMessage) {
+				t.Helper()
+				resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+					strings.NewReader(`{"model":"chain/reflexive","messages":[`+messages+`],`+tool+`}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%d %s", resp.StatusCode, body)
+				}
+				var out struct {
+					Choices []struct {
+						FinishReason string          `json:"finish_reason"`
+						Message      json.RawMessage `json:"message"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 {
+					t.Fatalf("answer %s: %v", body, err)
+				}
+				return out.Choices[0].FinishReason, out.Choices[0].Message
+			}
+			finish, call := post(user)
+			if finish != "tool_calls" {
+				t.Fatalf("first answer's finish_reason = %q, want tool_calls", finish)
+			}
+			var calls struct {
+				ToolCalls []struct{ ID string } `json:"tool_calls"`
+			}
+			if err := json.Unmarshal(call, &calls); err != nil || len(calls.ToolCalls) != 1 {
+				t.Fatalf("first answer's message = %s, want one tool call", call)
+			}
+			result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, calls.ToolCalls[0].ID)
+			if finish, _ := post(user + "," + string(call) + "," + result); finish != "stop" {
+				t.Fatalf("resumed answer's finish_reason = %q, want stop", finish)
+			}
+			if got := len(ol.Loads()); got != 2 {
+				t.Errorf("fake Ollama loaded %d models, want 2 (small, then big)", got)
+			}
+			resp, err := http.Get(base + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			for _, want := range []string{
+				`chainproxy_model_loads_total{model="small",node="OL1"} 1`,
+				`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+				// Each stage once, with its final status, and the client's
+				// call once: the trace of the resumed request holds them too.
+				`chainproxy_stages_total{node="OL1",status="ok"} 1`,
+				`chainproxy_stages_total{node="M1",status="ok"} 1`,
+				`chainproxy_stages_total{node="M2",status="ok"} 1`,
+				`chainproxy_stage_turns_count{node="OL1"} 1`,
+				`chainproxy_tool_calls_total{status="client",tool="(client)"} 1`,
+			} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if strings.Contains(string(b), `status="awaiting_client"`) {
+				t.Errorf("/metrics counts a stage awaiting the client, which is counted once it ends")
+			}
+			if t.Failed() {
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "chainproxy_stage") || strings.HasPrefix(l, "chainproxy_tool_calls") {
+						t.Log(l)
+					}
+				}
+			}
+		})
 	}
 }
 
