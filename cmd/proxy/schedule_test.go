@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -172,5 +174,70 @@ chain:
 		if ka, ok := b["keep_alive"]; ok {
 			t.Errorf("M1's call keep_alive = %v, want none", ka)
 		}
+	}
+}
+
+// TestScheduledServerDownThenBack: nodes whose Ollama server the load
+// scheduling shares, the server down at first (docker compose starts it
+// with the proxy), then back on the same address: while it is down the
+// chains fail with 502 (their calls, early loads and reads of what the
+// server holds failing); once it is back, concurrent chains all answer at
+// once, none held by what the failures left in the scheduling's account.
+func TestScheduledServerDownThenBack(t *testing.T) {
+	addr := deadAddr(t)
+	u := "http://" + addr
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+tools:
+  root: ""
+`, u))
+	chat := func() int {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"chain/reflexive","messages":[{"role":"user","content":"review this plan step by step"}]}`))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 3 {
+		if code := chat(); code != http.StatusBadGateway {
+			t.Fatalf("chain %d with the server down: %d, want 502", i, code)
+		}
+	}
+
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}, Delay: 10 * time.Millisecond}
+	})
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 100e9,
+		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
+	})
+	target, _ := neturl.Parse(fake.URL)
+	serveAt(t, addr, httputil.NewSingleHostReverseProxy(target))
+
+	const chains = 4
+	var wg sync.WaitGroup
+	codes := make([]int, chains)
+	for i := range chains {
+		wg.Go(func() { codes[i] = chat() })
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("chain %d after the server is back: %d, want 200", i, c)
+		}
+	}
+	if got, want := len(fake.Requests()), 3*chains; got != want {
+		t.Errorf("calls = %d, want %d", got, want)
 	}
 }
