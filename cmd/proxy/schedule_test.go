@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	neturl "net/url"
@@ -239,5 +242,72 @@ tools:
 	}
 	if got, want := len(fake.Requests()), 3*chains; got != want {
 		t.Errorf("calls = %d, want %d", got, want)
+	}
+}
+
+// TestNoEarlyLoadWithKeepAliveZero: a later stage whose node has
+// keep_alive 0 is not loaded early: Ollama takes an empty generate with
+// keep_alive 0 for an unload (routes.go GenerateHandler, ollama stop), so
+// the early load would load nothing, and the scheduling would count the
+// model as held.
+func TestNoEarlyLoadWithKeepAliveZero(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		if req.Model == "o" {
+			return fakeollama.Reply{Content: []string{"Raw findings."}, Delay: 200 * time.Millisecond}
+		}
+		return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
+	})
+	// o and m2 are seen held together (7 GB): m1 (5 GB) fits beside o.
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 100e9,
+		Sizes:     map[string]int64{"o": 1e9, "m1": 5e9, "m2": 6e9},
+	})
+	target, _ := neturl.Parse(fake.URL)
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	var preloads []string // model and keep_alive of each empty generate
+	addr := deadAddr(t)
+	serveAt(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/generate" {
+			body, _ := io.ReadAll(r.Body)
+			var g struct {
+				Model     string `json:"model"`
+				Prompt    string `json:"prompt"`
+				KeepAlive any    `json:"keep_alive"`
+			}
+			if err := json.Unmarshal(body, &g); err == nil && g.Prompt == "" {
+				mu.Lock()
+				preloads = append(preloads, fmt.Sprintf("%s %v", g.Model, g.KeepAlive))
+				mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	u := "http://" + addr
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1, keep_alive: "0"}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+tools:
+  root: ""
+`, u))
+	// The first chain shows the server holding o and m2 at once; the
+	// third warms with what the read after it learned.
+	for _, q := range []string{"First", "Second", "Third"} {
+		postChain(t, base, q+": review this plan.")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range preloads {
+		if strings.HasPrefix(p, "m1 ") {
+			t.Errorf("early load %q sent, want none for a keep_alive 0 node", p)
+		}
 	}
 }
