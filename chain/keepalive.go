@@ -9,7 +9,7 @@ import "time"
 // loaded whoever calls it, since the load scheduling counts it as held for
 // good (a client's keep_alive 0 would unload it under the chains' feet).
 func (r *run) keepAlive(s *stage) *time.Duration {
-	if r.req.KeepAlive != nil && r.trace.Mode == ModeSimple && !s.node.KeepLoaded {
+	if r.req.KeepAlive != nil && r.trace.Mode == ModeSimple && !s.node.kept {
 		return r.req.KeepAlive
 	}
 	return s.node.keepAlive

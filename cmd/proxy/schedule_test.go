@@ -311,3 +311,45 @@ tools:
 		}
 	}
 }
+
+// TestKeepLoadedSharedRunner: a node on the same model and server as a
+// keep_loaded one (the summarizer on OL1's model, typically) sends
+// keep_alive -1 too: Ollama runs one runner for both and takes each
+// request's keep_alive for it (v0.17.4 server/sched.go, useLoadedRunner),
+// so the other node's default would have the kept model unloaded five
+// minutes after its call.
+func TestKeepLoadedSharedRunner(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}}
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: "o:latest"}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: M1
+  max_total_turns: 3
+tools:
+  root: ""
+`, fake.URL))
+	postChain(t, base, "review this plan")
+	var kept, other int
+	for _, b := range fake.Bodies() {
+		switch {
+		case b["model"] == "m2":
+			other++
+			if ka, ok := b["keep_alive"]; ok {
+				t.Errorf("M2's call keep_alive = %v, want none", ka)
+			}
+		case b["keep_alive"] != float64(-1):
+			t.Errorf("%v's call keep_alive = %v, want -1", b["model"], b["keep_alive"])
+		default:
+			kept++
+		}
+	}
+	if kept != 2 || other != 1 {
+		t.Errorf("calls on o, m2 = %d, %d, want 2, 1", kept, other)
+	}
+}
