@@ -43,7 +43,11 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		if res != nil {
 			upstream = res.Upstream
 		}
-		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr, sinceStarted(start, run))
+		var t0 time.Time
+		if run != nil {
+			t0 = run.Started
+		}
+		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr, sinceStarted(start, run), t0)
 	}
 	s.endSpan(c, status, tr, err)
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -409,4 +410,48 @@ func ollamaMetrics(t *testing.T, client *api.Client, model string, generate, str
 		t.Fatalf("%s: done %t, err %v", model, done, err)
 	}
 	return m
+}
+
+// TestConcurrentCallsOneLoad: two calls that arrive together at a node
+// whose model is not loaded (max_concurrency 2) both wait for the one load,
+// and Ollama reports it to each (its load_duration runs from the request's
+// arrival to the runner's readiness): each trace keeps its call's wait,
+// /metrics counts the load once.
+func TestConcurrentCallsOneLoad(t *testing.T) {
+	ol := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"an answer"}}
+	})
+	// 6 GB at 20 GB/s: a load takes 300 ms.
+	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"big": 6e9}})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: M2, provider: ollama, base_url: %q, model: big, max_concurrency: 2}
+chain:
+  stages: [{node: M2, max_turns: 1}]
+  simple_node: M2
+tools:
+  root: ""
+`, ol.URL))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { chatCalls(t, base, "M2") })
+	}
+	wg.Wait()
+	if got := len(ol.Loads()); got != 1 {
+		t.Fatalf("fake Ollama loaded %d models, want 1", got)
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+		`chainproxy_model_load_seconds_count{model="big",node="M2"} 1`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
