@@ -359,9 +359,6 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	r.trace.Mode, r.trace.Reasons, r.question, background = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
-	if r.trace.Mode == ModeReflexive && e.warm != nil {
-		e.warm()
-	}
 	if r.trace.Mode == ModeReflexive {
 		// Simple mode never pauses, so has nothing to resume: no note.
 		if note != "" {
@@ -394,6 +391,12 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		// the server's tools: offering them costs a small window their
 		// definitions and invites calls nobody asked for.
 		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil && !background)
+	}
+	if r.trace.Mode == ModeReflexive && e.warm != nil && ctx.Err() == nil {
+		// Only once the chain will run: a request refused (parts no
+		// node takes) or whose client went away at its classification
+		// would load models its stages never use, evicting others'.
+		e.warm()
 	}
 	return r.reflexive(ctx)
 }

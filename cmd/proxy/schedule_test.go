@@ -353,3 +353,69 @@ tools:
 		t.Errorf("calls on o, m2 = %d, %d, want 2, 1", kept, other)
 	}
 }
+
+// TestNoEarlyLoadForRefusedRequest: a reflexive request refused before
+// anything runs (an image no node can see) loads no model early: its
+// stages never run, and the load would evict what other chains use.
+func TestNoEarlyLoadForRefusedRequest(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}, Delay: 10 * time.Millisecond}
+	})
+	// o beside m1 or m2, not m1 beside m2: once the server was seen
+	// holding o and m2, m1 fits beside o and may load early.
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    8e9,
+		Bandwidth: 100e9,
+		Sizes:     map[string]int64{"o": 1e9, "m1": 5e9, "m2": 6e9},
+	})
+	var mu sync.Mutex
+	preloads := 0
+	target, _ := neturl.Parse(fake.URL)
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	addr := deadAddr(t)
+	serveAt(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/generate" {
+			mu.Lock()
+			preloads++
+			mu.Unlock()
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+tools:
+  root: ""
+`, "http://"+addr))
+	// Three chains show the server holding o and m2 at once, and leave
+	// m1 evicted, fitting beside o.
+	for _, q := range []string{"First", "Second", "Third"} {
+		postChain(t, base, q+": review this plan.")
+	}
+	mu.Lock()
+	before := preloads
+	mu.Unlock()
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	for i := range 5 {
+		body := `{"model": "chain/reflexive", "messages": [{"role": "user", "content": [{"type": "text", "text": "review this plan step by step"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,` + png + `"}}]}]}`
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("request %d with an image: status %d, want 400", i, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := preloads - before; got != 0 {
+		t.Errorf("early loads for refused requests = %d, want 0", got)
+	}
+}
