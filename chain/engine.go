@@ -68,6 +68,9 @@ type Node struct {
 	Backend node.Backend
 	// keepAlive is Node.KeepAlive read once; nil leaves the server's default.
 	keepAlive *time.Duration
+	// kept is set when the node's model is kept loaded for good
+	// (config.RunnersKeptLoaded): its keepAlive is -1, whoever calls.
+	kept bool
 	// caps are what every call to the node is held to: tools.max_args_bytes,
 	// max_output_bytes and the engine's redactor (node.Caps.Chat).
 	caps node.Caps
@@ -153,6 +156,7 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 	if deps.Admission != nil {
 		deps.Nodes.Admit(deps.Admission)
 	}
+	kept := cfg.RunnersKeptLoaded()
 	for _, n := range cfg.Nodes {
 		b, ok := deps.Nodes.Backend(n.Name)
 		if !ok {
@@ -166,10 +170,11 @@ func New(cfg *config.Config, deps Deps) (*Engine, error) {
 			}
 			node.keepAlive = &d
 		}
-		if n.KeepLoaded {
-			// Ollama's keep_alive -1: loaded for good.
+		if kept[n.Name] {
+			// Ollama's keep_alive -1: loaded for good, also from the
+			// nodes that share a keep_loaded node's runner.
 			d := time.Duration(-1)
-			node.keepAlive = &d
+			node.keepAlive, node.kept = &d, true
 		}
 		e.nodes[n.Name] = node
 		e.order = append(e.order, node)
@@ -354,9 +359,6 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 	r.trace.Mode, r.trace.Reasons, r.question, background = e.decide(req, route)
 	r.trace.Reasons = append(r.trace.Reasons, e.unavailableReasons()...)
 	r.trace.Reasons = append(r.trace.Reasons, req.Notes...)
-	if r.trace.Mode == ModeReflexive && e.warm != nil {
-		e.warm()
-	}
 	if r.trace.Mode == ModeReflexive {
 		// Simple mode never pauses, so has nothing to resume: no note.
 		if note != "" {
@@ -389,6 +391,12 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		// the server's tools: offering them costs a small window their
 		// definitions and invites calls nobody asked for.
 		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil && !background)
+	}
+	if r.trace.Mode == ModeReflexive && e.warm != nil && ctx.Err() == nil {
+		// Only once the chain will run: a request refused (parts no
+		// node takes) or whose client went away at its classification
+		// would load models its stages never use, evicting others'.
+		e.warm()
 	}
 	return r.reflexive(ctx)
 }

@@ -15,7 +15,16 @@ func (e *Engine) preloads(a node.Admitter) func() {
 	var ps []node.Preload
 	for _, s := range e.cfg.Chain.Stages[1:] {
 		n := e.nodes[s.Node]
+		if n.keepAlive != nil && *n.keepAlive == 0 {
+			// Ollama takes an empty generate with keep_alive 0 for an
+			// unload (ollama stop): the model would not load, and the
+			// scheduling would count it as held.
+			continue
+		}
 		ps = append(ps, node.Preload{Node: n.Name, KeepAlive: n.keepAlive, NumCtx: n.numCtx})
+	}
+	if len(ps) == 0 {
+		return nil
 	}
 	first := e.cfg.Chain.Stages[0].Node
 	return func() { w.Warm(first, ps) }

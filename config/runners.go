@@ -56,6 +56,24 @@ func (c *Config) RunnerWindows() map[string]int {
 	return out
 }
 
+// RunnersKeptLoaded names the Ollama nodes whose model is kept loaded for
+// good: keep_loaded ones and those that share a runner with one. Ollama
+// takes each request's keep_alive for the runner (v0.17.4 server/sched.go,
+// useLoadedRunner), so a node on the kept model sending its own would
+// have it unloaded once that keep_alive ends.
+func (c *Config) RunnersKeptLoaded() map[string]bool {
+	out := map[string]bool{}
+	order, users := c.runners()
+	for _, r := range order {
+		if slices.ContainsFunc(users[r], func(n Node) bool { return n.KeepLoaded }) {
+			for _, n := range users[r] {
+				out[n.Name] = true
+			}
+		}
+	}
+	return out
+}
+
 // SharedRunnerWarnings names the Ollama nodes that would unload a model
 // another node uses: a request's keep_alive becomes the runner's (v0.17.4
 // server/sched.go, useLoadedRunner), and 0 unloads it once the call ends,
@@ -66,6 +84,9 @@ func (c *Config) SharedRunnerWarnings() []string {
 	order, users := c.runners()
 	for _, r := range order {
 		ns := users[r]
+		if slices.ContainsFunc(ns, func(n Node) bool { return n.KeepLoaded }) {
+			continue // every node of it sends -1 (RunnersKeptLoaded)
+		}
 		for _, a := range ns {
 			if d, err := ParseKeepAlive(a.KeepAlive); a.KeepAlive == "" || err != nil || d != 0 {
 				continue

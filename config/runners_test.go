@@ -86,6 +86,9 @@ func TestSharedRunnerWarnings(t *testing.T) {
 		{"keep_alive 0, other model", []Node{
 			node("OL1", "qwen3:8b", "http://h:11434", 0, ""),
 			node("SUM", "qwen3:4b", "http://h:11434", 0, "0")}, nil},
+		{"keep_alive 0 beside keep_loaded, which wins", []Node{
+			{Name: "OL1", Provider: ProviderOllama, Model: "qwen3:4b", BaseURL: "http://h:11434", KeepLoaded: true},
+			node("SUM", "qwen3:4b", "http://h:11434", 0, "0")}, nil},
 		{"keep_alive differs, none 0", []Node{
 			node("OL1", "qwen3:4b", "http://h:11434", 0, "30m"),
 			node("SUM", "qwen3:4b", "http://h:11434", 0, "5m")}, nil},

@@ -58,7 +58,7 @@ func (s *Server) countTokens(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"input_tokens": n})
 	if s.metrics != nil {
 		// Counted apart from the runs: Claude Code asks before many turns.
-		s.metrics.observeRequest("/v1/messages/count_tokens", "", http.StatusOK, time.Since(start), 0, nil, 0)
+		s.metrics.observeRequest("/v1/messages/count_tokens", "", http.StatusOK, time.Since(start), 0, nil, 0, time.Time{})
 	}
 }
 

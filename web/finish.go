@@ -43,11 +43,11 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		if res != nil {
 			upstream = res.Upstream
 		}
-		var since int64
-		if run != nil && !run.Started.IsZero() {
-			since = start.Sub(run.Started).Milliseconds()
+		var t0 time.Time
+		if run != nil {
+			t0 = run.Started
 		}
-		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr, since)
+		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr, sinceStarted(start, run), t0)
 	}
 	s.endSpan(c, status, tr, err)
 }
@@ -99,4 +99,14 @@ func asFailure(err error) *chain.Failure {
 		return f
 	}
 	return nil
+}
+
+// sinceStarted is when a request that began at start began in its chain's
+// trace, in the trace's milliseconds: 0 for a new chain, later for a
+// resumed one, whose trace holds the calls of its earlier requests.
+func sinceStarted(start time.Time, run *chain.RunRequest) int64 {
+	if run == nil || run.Started.IsZero() {
+		return 0
+	}
+	return start.Sub(run.Started).Milliseconds()
 }

@@ -47,7 +47,18 @@ type Metrics struct {
 	// nodes and stage statuses are the proxy's own.
 	bySeries sync.Map // requestKey → *requestSeries
 	byStage  sync.Map // stageKey → *stageSeries
+
+	// readyMu guards ready: by node, when the models of the loads counted
+	// lately became ready (loadsKept of them), so that calls that waited
+	// for one load together count it once.
+	readyMu sync.Mutex
+	ready   map[string][]time.Time
 }
+
+// loadsKept is how many loads a node's recent ready times keep: more than
+// the calls that may wait for one load together (a node's max_concurrency
+// and the summaries beside it, at the request ends they are counted in).
+const loadsKept = 16
 
 type requestKey struct {
 	route, mode string
@@ -97,7 +108,7 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
-		reg: reg,
+		reg: reg, ready: map[string][]time.Time{},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chainproxy_requests_total", Help: "Requests by route, mode and HTTP status.",
 		}, []string{"route", "mode", "status"}),
@@ -245,8 +256,9 @@ func (m *Metrics) observeRejected(route string, status int) {
 // observeRequest counts a request that ended after d, upstream of it spent
 // waiting for nodes, with its trace tr. since is when the request started,
 // in the trace's milliseconds: a resumed chain's trace holds the calls of
-// its earlier requests too, which were counted with them.
-func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace, since int64) {
+// its earlier requests too, which were counted with them; t0 is when the
+// trace's milliseconds start (zero: unknown).
+func (m *Metrics) observeRequest(route, mode string, status int, d, upstream time.Duration, tr *chain.Trace, since int64, t0 time.Time) {
 	rs := m.request(route, mode, status)
 	rs.requests.Inc()
 	rs.duration.Observe(d.Seconds())
@@ -256,21 +268,39 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 	if tr == nil {
 		return
 	}
+	// A resumed chain's stages that began before this request ended in
+	// the earlier requests and were counted with them, but for the last
+	// of them, the stage that awaited the client and went on now.
+	resumed := -1
+	for i := range tr.Stages {
+		if since > 0 && tr.Stages[i].StartMS < since {
+			resumed = i
+		}
+	}
 	for i := range tr.Stages {
 		st := &tr.Stages[i]
+		for _, t := range st.ToolsUsed {
+			// A client's call once, as passed to the client: its result
+			// comes with the next request, whose trace holds it again.
+			if t.StartMS >= since {
+				m.toolCalls.WithLabelValues(m.toolLabel(t), t.Status).Inc()
+			}
+		}
+		for i := range st.Calls {
+			if c := &st.Calls[i]; c.StartMS >= since && c.LoadedModel() {
+				m.observeLoad(st, c, t0)
+			}
+		}
+		// A stage once, with its final status: not while it awaits the
+		// client, nor again when it ended in an earlier request.
+		if st.Status == chain.StageAwaitingClient || i < resumed {
+			continue
+		}
 		ss := m.stage(st.Node, st.Status)
 		ss.turns.Observe(float64(st.Turns))
 		ss.stages.Inc()
 		if st.Status == chain.StageFailed || st.Status == chain.StageSkippedOffline || st.Status == chain.StageSkippedContext {
 			m.upstream.WithLabelValues(st.Node, st.Status).Inc()
-		}
-		for _, t := range st.ToolsUsed {
-			m.toolCalls.WithLabelValues(m.toolLabel(t), t.Status).Inc()
-		}
-		for i := range st.Calls {
-			if c := &st.Calls[i]; c.StartMS >= since && c.LoadedModel() {
-				m.observeLoad(st, c)
-			}
 		}
 		if ct := st.Context; ct != nil {
 			for _, a := range ct.Actions {
@@ -284,14 +314,40 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 }
 
 // observeLoad counts the model load of c, a call of st: the stage's node
-// and model, or for a summary the summarizer's.
-func (m *Metrics) observeLoad(st *chain.StageTrace, c *chain.ModelCall) {
+// and model, or for a summary the summarizer's; once, when calls waited for
+// it together.
+func (m *Metrics) observeLoad(st *chain.StageTrace, c *chain.ModelCall, t0 time.Time) {
 	node, model := st.Node, st.Model
 	if c.Node != "" {
 		node, model = c.Node, m.models[c.Node]
 	}
+	if !t0.IsZero() && !m.firstOfLoad(node, t0.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS)*time.Millisecond)) {
+		return
+	}
 	m.loads.WithLabelValues(node, model).Inc()
 	m.loadSeconds.WithLabelValues(node, model).Observe(float64(*c.LoadMS) / 1000)
+}
+
+// firstOfLoad reports whether a load of node's model that made it ready at
+// ready is one not counted yet. Ollama reports a load to every call that
+// waited for it (its load_duration runs from a request's arrival to its
+// runner's readiness): calls whose model became ready within
+// node.LoadThreshold of each other waited for one load, since two loads of
+// one node's model take longer than that apart.
+func (m *Metrics) firstOfLoad(nodeName string, ready time.Time) bool {
+	m.readyMu.Lock()
+	defer m.readyMu.Unlock()
+	seen := m.ready[nodeName]
+	for _, r := range seen {
+		if d := ready.Sub(r); d < node.LoadThreshold && d > -node.LoadThreshold {
+			return false
+		}
+	}
+	if len(seen) == loadsKept {
+		seen = seen[1:]
+	}
+	m.ready[nodeName] = append(seen, ready)
+	return true
 }
 
 // Tool labels of the calls that are not the server's own tools.

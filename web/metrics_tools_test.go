@@ -24,7 +24,7 @@ func TestMetricsToolLabels(t *testing.T) {
 		uses = append(uses, chain.ToolUse{Name: fmt.Sprintf("made_up_%d", i), Status: chain.ToolError})
 	}
 	tr.Stages[0].ToolsUsed = uses
-	m.observeRequest("/v1/chat/completions", chain.ModeSimple, 200, time.Millisecond, 0, tr, 0)
+	m.observeRequest("/v1/chat/completions", chain.ModeSimple, 200, time.Millisecond, 0, tr, 0, time.Time{})
 
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -347,15 +347,28 @@ type ollamaMetrics struct {
 }
 
 // metricsOf sums Ollama's counters over the chain: tokens over every model
-// call, the time spent in calls as evaluation time (the chain does not see
-// how a node splits it between prompt and answer, so prompt evaluation is
-// left out), and the whole request's time as the total.
-func metricsOf(tr *chain.Trace, total time.Duration) ollamaMetrics {
+// call; over this request's own calls (started at since or later, in the
+// trace's milliseconds: a resumed chain's trace holds its earlier
+// requests' calls too), the time spent loading models as load_duration,
+// as Ollama reports its answering call's load, and the rest of the calls'
+// time as evaluation time (the chain does not see how a node splits it
+// between prompt and answer, so prompt evaluation is left out); the whole
+// request's time as the total.
+func metricsOf(tr *chain.Trace, total time.Duration, since int64) ollamaMetrics {
 	u := tr.Usage()
 	m := ollamaMetrics{TotalDuration: total.Nanoseconds(), PromptEvalCount: u.PromptTokens, EvalCount: u.CompletionTokens}
+	ms := func(v int64) int64 { return (time.Duration(v) * time.Millisecond).Nanoseconds() }
 	for _, st := range tr.Stages {
 		for _, c := range st.Calls {
-			m.EvalDuration += (time.Duration(c.DurationMS) * time.Millisecond).Nanoseconds()
+			if c.StartMS < since {
+				continue
+			}
+			if c.LoadMS != nil && c.GenerationMS != nil {
+				m.LoadDuration += ms(*c.LoadMS)
+				m.EvalDuration += ms(*c.GenerationMS)
+			} else {
+				m.EvalDuration += ms(c.DurationMS)
+			}
 		}
 	}
 	return m

@@ -82,7 +82,7 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	if !s.prepare(c, &f, req, "", nil) {
 		return
 	}
-	enc := &ollamaEncoder{model: name, generate: generate, thinking: wire.think == nil || *wire.think, start: f.start}
+	enc := &ollamaEncoder{model: name, generate: generate, thinking: wire.think == nil || *wire.think, start: f.start, run: req}
 	if stream {
 		s.answer(c, &f, req, func(w *sseWriter) encoder {
 			enc.w = w
@@ -93,7 +93,7 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	}
 	s.answer(c, &f, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 		ch := enc.chunk(res.Message.Content, res.Message.Reasoning)
-		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(f.start))
+		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(f.start), sinceStarted(f.start, req))
 		enc.setCalls(&ch, res.Message.ToolCalls)
 		b, err := marshal(&ch)
 		return withChain(b, trace), err
@@ -116,6 +116,7 @@ type ollamaEncoder struct {
 	generate bool // /api/generate: "response" rather than "message"
 	thinking bool // the client did not turn thinking off
 	start    time.Time
+	run      *chain.RunRequest // its Started tells which calls are this request's
 }
 
 var _ encoder = (*ollamaEncoder)(nil)
@@ -213,7 +214,7 @@ func (e *ollamaEncoder) end(res *chain.Result, trace []byte) error {
 		}
 	}
 	ch := e.chunk("", "")
-	ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(e.start))
+	ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(e.start), sinceStarted(e.start, e.run))
 	b, err := marshal(&ch)
 	if err != nil {
 		return err

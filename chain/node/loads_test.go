@@ -242,3 +242,56 @@ func TestScheduleLoadsOnlySharedOllama(t *testing.T) {
 		})
 	}
 }
+
+// A call that waits for another model and is cancelled leaves the queue at
+// once (Queued drops, Acquire returns the context's error, the bubble ends
+// with no goroutine left), and once overdue it no longer holds back the
+// calls for the loaded model: A2 goes as soon as A1 ends, not after B1.
+func TestLoadSchedulingCancelledWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := loadsAdmission(t, 2*time.Second)
+		rel1, err := a.Acquire(t.Context(), "A", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var b1 error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			rel, err := a.Acquire(ctx, "B", false)
+			if err == nil {
+				rel()
+			}
+			b1 = err
+		})
+		var a2 time.Time
+		wg.Go(func() {
+			rel, err := a.Acquire(t.Context(), "A", false)
+			if err != nil {
+				t.Errorf("A2: %v", err)
+				return
+			}
+			a2 = time.Now()
+			rel()
+		})
+		synctest.Wait()
+		if got := a.Queued("B"); got != 1 {
+			t.Fatalf("B queued = %d, want 1", got)
+		}
+		time.Sleep(5 * time.Second) // B1 is overdue: it goes next
+		cancel()
+		synctest.Wait()
+		if got := a.Queued("B"); got != 0 {
+			t.Errorf("B queued after its cancel = %d, want 0", got)
+		}
+		if b1 != context.Canceled {
+			t.Errorf("B1's Acquire = %v, want %v", b1, context.Canceled)
+		}
+		ended := time.Now()
+		rel1()
+		wg.Wait()
+		if got := a2.Sub(ended); got != 0 {
+			t.Errorf("A2 went %v after A1 ended, want at once", got)
+		}
+	})
+}

@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/ollama/ollama/api"
 
@@ -166,74 +170,99 @@ func ptr(p *int64) any {
 }
 
 // TestModelLoadsOfResumedChain: a chain resumed with a client tool's result
-// carries the calls of its first request in its trace; /metrics counts the
-// loads of each request once.
+// carries the calls and stages of its first request in its trace; /metrics
+// counts each load, stage and client tool call once, whichever stage
+// awaited the client.
 func TestModelLoadsOfResumedChain(t *testing.T) {
-	ol := fakeollama.NewFunc(t, func(call int, req *api.ChatRequest) fakeollama.Reply {
-		if call == 0 {
-			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{ID: "call_w", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
-		}
-		return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}}
-	})
-	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
-	oa := fakeopenai.New(t)
-	base := startWired(t, strings.Replace(fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()), "{node: OL1, max_turns: 1}", "{node: OL1, max_turns: 2, tools: true}", 1))
-
-	tool := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
-	user := `{"role":"user","content":"what is the weather in Paris?"}`
-	post := func(messages string) (finish string, message json.RawMessage) {
-		t.Helper()
-		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"chain/reflexive","messages":[`+messages+`],`+tool+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%d %s", resp.StatusCode, body)
-		}
-		var out struct {
-			Choices []struct {
-				FinishReason string          `json:"finish_reason"`
-				Message      json.RawMessage `json:"message"`
-			} `json:"choices"`
-		}
-		if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 {
-			t.Fatalf("answer %s: %v", body, err)
-		}
-		return out.Choices[0].FinishReason, out.Choices[0].Message
-	}
-	finish, call := post(user)
-	if finish != "tool_calls" {
-		t.Fatalf("first answer's finish_reason = %q, want tool_calls", finish)
-	}
-	var calls struct {
-		ToolCalls []struct{ ID string } `json:"tool_calls"`
-	}
-	if err := json.Unmarshal(call, &calls); err != nil || len(calls.ToolCalls) != 1 {
-		t.Fatalf("first answer's message = %s, want one tool call", call)
-	}
-	result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, calls.ToolCalls[0].ID)
-	if finish, _ := post(user + "," + string(call) + "," + result); finish != "stop" {
-		t.Fatalf("resumed answer's finish_reason = %q, want stop", finish)
-	}
-	if got := len(ol.Loads()); got != 2 {
-		t.Errorf("fake Ollama loaded %d models, want 2 (small, then big)", got)
-	}
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{
-		`chainproxy_model_loads_total{model="small",node="OL1"} 1`,
-		`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+	for _, tt := range []struct{ name, node, model string }{
+		{"OL1 awaits the client", "OL1", "small"},
+		{"M2 awaits the client after OL1 and M1 ended", "M2", "big"},
 	} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+				if req.Model == tt.model && !slices.ContainsFunc(req.Messages, func(m api.Message) bool { return m.Role == "tool" }) {
+					return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{ID: "call_w", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+				}
+				return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}}
+			})
+			ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
+			oa := fakeopenai.New(t)
+			base := startWired(t, strings.Replace(fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()), "{node: "+tt.node+", max_turns: 1}", "{node: "+tt.node+", max_turns: 2, tools: true}", 1))
+
+			tool := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+			user := `{"role":"user","content":"what is the weather in Paris?"}`
+			post := func(messages string) (finish string, message json.RawMessage) {
+				t.Helper()
+				resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+					strings.NewReader(`{"model":"chain/reflexive","messages":[`+messages+`],`+tool+`}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("%d %s", resp.StatusCode, body)
+				}
+				var out struct {
+					Choices []struct {
+						FinishReason string          `json:"finish_reason"`
+						Message      json.RawMessage `json:"message"`
+					} `json:"choices"`
+				}
+				if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 {
+					t.Fatalf("answer %s: %v", body, err)
+				}
+				return out.Choices[0].FinishReason, out.Choices[0].Message
+			}
+			finish, call := post(user)
+			if finish != "tool_calls" {
+				t.Fatalf("first answer's finish_reason = %q, want tool_calls", finish)
+			}
+			var calls struct {
+				ToolCalls []struct{ ID string } `json:"tool_calls"`
+			}
+			if err := json.Unmarshal(call, &calls); err != nil || len(calls.ToolCalls) != 1 {
+				t.Fatalf("first answer's message = %s, want one tool call", call)
+			}
+			result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, calls.ToolCalls[0].ID)
+			if finish, _ := post(user + "," + string(call) + "," + result); finish != "stop" {
+				t.Fatalf("resumed answer's finish_reason = %q, want stop", finish)
+			}
+			if got := len(ol.Loads()); got != 2 {
+				t.Errorf("fake Ollama loaded %d models, want 2 (small, then big)", got)
+			}
+			resp, err := http.Get(base + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			for _, want := range []string{
+				`chainproxy_model_loads_total{model="small",node="OL1"} 1`,
+				`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+				// Each stage once, with its final status, and the client's
+				// call once: the trace of the resumed request holds them too.
+				`chainproxy_stages_total{node="OL1",status="ok"} 1`,
+				`chainproxy_stages_total{node="M1",status="ok"} 1`,
+				`chainproxy_stages_total{node="M2",status="ok"} 1`,
+				`chainproxy_stage_turns_count{node="OL1"} 1`,
+				`chainproxy_tool_calls_total{status="client",tool="(client)"} 1`,
+			} {
+				if !strings.Contains(string(b), want) {
+					t.Errorf("/metrics lacks %s", want)
+				}
+			}
+			if strings.Contains(string(b), `status="awaiting_client"`) {
+				t.Errorf("/metrics counts a stage awaiting the client, which is counted once it ends")
+			}
+			if t.Failed() {
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "chainproxy_stage") || strings.HasPrefix(l, "chainproxy_tool_calls") {
+						t.Log(l)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -298,5 +327,131 @@ tools:
 	}
 	if !strings.Contains(string(html), "model loads") {
 		t.Error("report.html does not show the model loads")
+	}
+}
+
+// TestOllamaFrontLoadDuration: the proxy's own /api/chat and /api/generate
+// answer Ollama's load_duration (ns) on the done line, as Ollama does: the
+// time this request's model calls spent loading their models, read by
+// Ollama's Go client. The reflexive chain loads small and big (300 ms
+// each); simple mode on M2 right after finds big loaded. eval_duration is
+// the calls' time without their loads, so that the two fit within
+// total_duration as Ollama's do.
+func TestOllamaFrontLoadDuration(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		generate bool
+		stream   bool
+	}{
+		{"chat whole", false, false},
+		{"chat streamed", false, true},
+		{"generate whole", true, false},
+		{"generate streamed", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+				return fakeollama.Reply{Content: []string{"what " + req.Model + " found"}, PromptEvalCount: 10, EvalCount: 3}
+			})
+			// 6 GB at 20 GB/s: a load takes 300 ms.
+			ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
+			oa := fakeopenai.New(t)
+			base := startWired(t, fmt.Sprintf(loadsConfig, ol.URL, oa.BaseURL()))
+			client := ollamaClient(t, base)
+
+			chained := ollamaMetrics(t, client, "chain/reflexive", tt.generate, tt.stream)
+			if got, want := chained.LoadDuration, 500*time.Millisecond; got < want {
+				t.Errorf("reflexive load_duration = %v, want at least %v (two 300 ms loads)", got, want)
+			}
+			if sum := chained.LoadDuration + chained.EvalDuration; sum > chained.TotalDuration {
+				t.Errorf("load_duration + eval_duration = %v + %v, want within total_duration %v", chained.LoadDuration, chained.EvalDuration, chained.TotalDuration)
+			}
+			simple := ollamaMetrics(t, client, "chain/simple", tt.generate, tt.stream)
+			if got, want := simple.LoadDuration, 100*time.Millisecond; got >= want {
+				t.Errorf("simple load_duration = %v, want under %v (big is loaded)", got, want)
+			}
+			if simple.TotalDuration <= 0 {
+				t.Errorf("simple total_duration = %v, want it set", simple.TotalDuration)
+			}
+		})
+	}
+}
+
+// ollamaClient is Ollama's Go client on the proxy at base.
+func ollamaClient(t *testing.T, base string) *api.Client {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api.NewClient(u, http.DefaultClient)
+}
+
+// ollamaMetrics sends one question to model through /api/chat (or
+// /api/generate) and returns the done line's counters.
+func ollamaMetrics(t *testing.T, client *api.Client, model string, generate, stream bool) api.Metrics {
+	t.Helper()
+	var m api.Metrics
+	var done bool
+	var err error
+	if generate {
+		err = client.Generate(t.Context(), &api.GenerateRequest{Model: model, Prompt: "compare the two plans step by step", Stream: &stream},
+			func(r api.GenerateResponse) error {
+				m, done = r.Metrics, r.Done
+				return nil
+			})
+	} else {
+		err = client.Chat(t.Context(), &api.ChatRequest{Model: model, Messages: []api.Message{{Role: "user", Content: "compare the two plans step by step"}}, Stream: &stream},
+			func(r api.ChatResponse) error {
+				m, done = r.Metrics, r.Done
+				return nil
+			})
+	}
+	if err != nil || !done {
+		t.Fatalf("%s: done %t, err %v", model, done, err)
+	}
+	return m
+}
+
+// TestConcurrentCallsOneLoad: two calls that arrive together at a node
+// whose model is not loaded (max_concurrency 2) both wait for the one load,
+// and Ollama reports it to each (its load_duration runs from the request's
+// arrival to the runner's readiness): each trace keeps its call's wait,
+// /metrics counts the load once.
+func TestConcurrentCallsOneLoad(t *testing.T) {
+	ol := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"an answer"}}
+	})
+	// 6 GB at 20 GB/s: a load takes 300 ms.
+	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 20e9, Sizes: map[string]int64{"big": 6e9}})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: M2, provider: ollama, base_url: %q, model: big, max_concurrency: 2}
+chain:
+  stages: [{node: M2, max_turns: 1}]
+  simple_node: M2
+tools:
+  root: ""
+`, ol.URL))
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { chatCalls(t, base, "M2") })
+	}
+	wg.Wait()
+	if got := len(ol.Loads()); got != 1 {
+		t.Fatalf("fake Ollama loaded %d models, want 1", got)
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`chainproxy_model_loads_total{model="big",node="M2"} 1`,
+		`chainproxy_model_load_seconds_count{model="big",node="M2"} 1`,
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -115,5 +120,302 @@ chain:
 		if b["model"] == "o" && b["keep_alive"] != float64(-1) {
 			t.Errorf("OL1's call keep_alive = %v, want -1", b["keep_alive"])
 		}
+	}
+}
+
+// TestKeepLoadedWinsOverClient: a keep_loaded node's calls are sent
+// keep_alive -1 wherever the node serves (the chain's first stage, a
+// later one, simple_node, a relay to it) and whatever keep_alive the
+// client sends: a client's keep_alive wins only on nodes the operator did
+// not keep loaded, since the load scheduling counts a kept model as held
+// for good. With base_urls, every host is sent -1.
+func TestKeepLoadedWinsOverClient(t *testing.T) {
+	hosts := [2]*fakeollama.Server{}
+	for i := range hosts {
+		hosts[i] = fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+			return fakeollama.Reply{Content: []string{"A finding."}}
+		})
+	}
+	other := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"An answer."}}
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_urls: [%q, %q], model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %q, model: m1}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: OL1, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+`, hosts[0].URL, hosts[1].URL, other.URL))
+	for _, model := range []string{"chain/reflexive", "chain/simple", "OL1", "chain/simple", "OL1"} {
+		for _, keep := range []string{`"keep_alive": 0`, `"keep_alive": "5m"`} {
+			body := fmt.Sprintf(`{"model": %q, "stream": false, %s, "messages": [{"role": "user", "content": "review this plan"}]}`, model, keep)
+			resp, err := http.Post(base+"/api/chat", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s with %s: status %d, want 200", model, keep, resp.StatusCode)
+			}
+		}
+	}
+	for i, h := range hosts {
+		bodies := h.Bodies()
+		if len(bodies) == 0 {
+			t.Errorf("host %d got no call, want some", i)
+		}
+		for _, b := range bodies {
+			if b["keep_alive"] != float64(-1) {
+				t.Errorf("host %d: OL1's call keep_alive = %v, want -1", i, b["keep_alive"])
+			}
+		}
+	}
+	// M1 is not kept: the chain sends its node's keep_alive (none).
+	for _, b := range other.Bodies() {
+		if ka, ok := b["keep_alive"]; ok {
+			t.Errorf("M1's call keep_alive = %v, want none", ka)
+		}
+	}
+}
+
+// TestScheduledServerDownThenBack: nodes whose Ollama server the load
+// scheduling shares, the server down at first (docker compose starts it
+// with the proxy), then back on the same address: while it is down the
+// chains fail with 502 (their calls, early loads and reads of what the
+// server holds failing); once it is back, concurrent chains all answer at
+// once, none held by what the failures left in the scheduling's account.
+func TestScheduledServerDownThenBack(t *testing.T) {
+	addr := deadAddr(t)
+	u := "http://" + addr
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+tools:
+  root: ""
+`, u))
+	chat := func() int {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"chain/reflexive","messages":[{"role":"user","content":"review this plan step by step"}]}`))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 3 {
+		if code := chat(); code != http.StatusBadGateway {
+			t.Fatalf("chain %d with the server down: %d, want 502", i, code)
+		}
+	}
+
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}, Delay: 10 * time.Millisecond}
+	})
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 100e9,
+		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
+	})
+	target, _ := neturl.Parse(fake.URL)
+	serveAt(t, addr, httputil.NewSingleHostReverseProxy(target))
+
+	const chains = 4
+	var wg sync.WaitGroup
+	codes := make([]int, chains)
+	for i := range chains {
+		wg.Go(func() { codes[i] = chat() })
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("chain %d after the server is back: %d, want 200", i, c)
+		}
+	}
+	if got, want := len(fake.Requests()), 3*chains; got != want {
+		t.Errorf("calls = %d, want %d", got, want)
+	}
+}
+
+// TestNoEarlyLoadWithKeepAliveZero: a later stage whose node has
+// keep_alive 0 is not loaded early: Ollama takes an empty generate with
+// keep_alive 0 for an unload (routes.go GenerateHandler, ollama stop), so
+// the early load would load nothing, and the scheduling would count the
+// model as held.
+func TestNoEarlyLoadWithKeepAliveZero(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		if req.Model == "o" {
+			return fakeollama.Reply{Content: []string{"Raw findings."}, Delay: 200 * time.Millisecond}
+		}
+		return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
+	})
+	// o and m2 are seen held together (7 GB): m1 (5 GB) fits beside o.
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 100e9,
+		Sizes:     map[string]int64{"o": 1e9, "m1": 5e9, "m2": 6e9},
+	})
+	target, _ := neturl.Parse(fake.URL)
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	var preloads []string // model and keep_alive of each empty generate
+	addr := deadAddr(t)
+	serveAt(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/generate" {
+			body, _ := io.ReadAll(r.Body)
+			var g struct {
+				Model     string `json:"model"`
+				Prompt    string `json:"prompt"`
+				KeepAlive any    `json:"keep_alive"`
+			}
+			if err := json.Unmarshal(body, &g); err == nil && g.Prompt == "" {
+				mu.Lock()
+				preloads = append(preloads, fmt.Sprintf("%s %v", g.Model, g.KeepAlive))
+				mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	u := "http://" + addr
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1, keep_alive: "0"}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+tools:
+  root: ""
+`, u))
+	// The first chain shows the server holding o and m2 at once; the
+	// third warms with what the read after it learned.
+	for _, q := range []string{"First", "Second", "Third"} {
+		postChain(t, base, q+": review this plan.")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range preloads {
+		if strings.HasPrefix(p, "m1 ") {
+			t.Errorf("early load %q sent, want none for a keep_alive 0 node", p)
+		}
+	}
+}
+
+// TestKeepLoadedSharedRunner: a node on the same model and server as a
+// keep_loaded one (the summarizer on OL1's model, typically) sends
+// keep_alive -1 too: Ollama runs one runner for both and takes each
+// request's keep_alive for it (v0.17.4 server/sched.go, useLoadedRunner),
+// so the other node's default would have the kept model unloaded five
+// minutes after its call.
+func TestKeepLoadedSharedRunner(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}}
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: "o:latest"}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: M1
+  max_total_turns: 3
+tools:
+  root: ""
+`, fake.URL))
+	postChain(t, base, "review this plan")
+	var kept, other int
+	for _, b := range fake.Bodies() {
+		switch {
+		case b["model"] == "m2":
+			other++
+			if ka, ok := b["keep_alive"]; ok {
+				t.Errorf("M2's call keep_alive = %v, want none", ka)
+			}
+		case b["keep_alive"] != float64(-1):
+			t.Errorf("%v's call keep_alive = %v, want -1", b["model"], b["keep_alive"])
+		default:
+			kept++
+		}
+	}
+	if kept != 2 || other != 1 {
+		t.Errorf("calls on o, m2 = %d, %d, want 2, 1", kept, other)
+	}
+}
+
+// TestNoEarlyLoadForRefusedRequest: a reflexive request refused before
+// anything runs (an image no node can see) loads no model early: its
+// stages never run, and the load would evict what other chains use.
+func TestNoEarlyLoadForRefusedRequest(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"A finding."}, Delay: 10 * time.Millisecond}
+	})
+	// o beside m1 or m2, not m1 beside m2: once the server was seen
+	// holding o and m2, m1 fits beside o and may load early.
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    8e9,
+		Bandwidth: 100e9,
+		Sizes:     map[string]int64{"o": 1e9, "m1": 5e9, "m2": 6e9},
+	})
+	var mu sync.Mutex
+	preloads := 0
+	target, _ := neturl.Parse(fake.URL)
+	fwd := httputil.NewSingleHostReverseProxy(target)
+	addr := deadAddr(t)
+	serveAt(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/generate" {
+			mu.Lock()
+			preloads++
+			mu.Unlock()
+		}
+		fwd.ServeHTTP(w, r)
+	}))
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 3
+tools:
+  root: ""
+`, "http://"+addr))
+	// Three chains show the server holding o and m2 at once, and leave
+	// m1 evicted, fitting beside o.
+	for _, q := range []string{"First", "Second", "Third"} {
+		postChain(t, base, q+": review this plan.")
+	}
+	mu.Lock()
+	before := preloads
+	mu.Unlock()
+	const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+	for i := range 5 {
+		body := `{"model": "chain/reflexive", "messages": [{"role": "user", "content": [{"type": "text", "text": "review this plan step by step"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,` + png + `"}}]}]}`
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("request %d with an image: status %d, want 400", i, resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := preloads - before; got != 0 {
+		t.Errorf("early loads for refused requests = %d, want 0", got)
 	}
 }
