@@ -14,15 +14,6 @@ import (
 	"chainproxy/tools"
 )
 
-// StageAwaitingClient is the status of a stage that called the client's
-// tools: the response ends there and the chain resumes in that stage when
-// the client sends the results back.
-const StageAwaitingClient = "awaiting_client"
-
-// ToolClient is the status of a client tool call passed back to the client
-// and not yet answered.
-const ToolClient = "client"
-
 // clientPassed is the trace's result of a call passed to the client.
 const clientPassed = "passed to the client to run; its result comes with the next request"
 

@@ -325,7 +325,8 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, bool,
 // bounded), and records it in the stage's trace.
 func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time.Time) (string, error) {
 	r, s := f.r, f.s
-	mc := ModelCall{Turn: s.st.Turns + 1, Kind: "summary", Node: n.Name, StartMS: asked.Sub(r.t0).Milliseconds(), sent: prompt}
+	mc := ModelCall{Turn: s.st.Turns + 1, Kind: "summary", Node: n.Name, StartMS: asked.Sub(r.t0).Milliseconds()}
+	mc.KeepPrompt(prompt, nil)
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, n.Name, r.req.Batch)
 		if err != nil {
@@ -357,7 +358,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 		return nil
 	})
 	mc.DurationMS = time.Since(began).Milliseconds()
-	mc.split(load)
+	mc.SplitLoad(load)
 	if usage != nil {
 		mc.Usage = *usage
 		s.st.Usage = s.st.Usage.Add(*usage)

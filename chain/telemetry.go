@@ -58,19 +58,6 @@ const (
 	AttrChainOutputTokens = "chain.usage.output_tokens"
 )
 
-// LoopStops counts the stages a guard against loops stopped: a repeated
-// call, no progress, malformed calls, or a degenerate answer.
-func (t *Trace) LoopStops() int {
-	n := 0
-	for _, st := range t.Stages {
-		switch st.Status {
-		case StageStoppedRepeat, StageStoppedNoProgress, StageStoppedFormatErrors, StageDegenerate:
-			n++
-		}
-	}
-	return n
-}
-
 // stageSpan starts s's span when the request is traced (its context holds a
 // recording span); s.span stays nil otherwise, and every span under the
 // stage is skipped with it.

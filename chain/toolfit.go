@@ -30,23 +30,6 @@ import (
 // words. Arguments are checked against the full schema either way (the
 // runner's own), never the compact one.
 
-// ToolsTrace says how a stage's tools were fitted to its node's window:
-// set when they did not fit their share whole (compacted, some withheld).
-type ToolsTrace struct {
-	// Offered is how many tools the stage's last call was offered
-	// (find_tools not counted), of Of.
-	Offered int `json:"offered"`
-	Of      int `json:"of"`
-	// Compact: the offered tools' schemas were compacted.
-	Compact bool `json:"compact,omitempty"`
-	// Withheld names the tools not offered; Reason says why, with the
-	// figures.
-	Withheld []string `json:"withheld,omitempty"`
-	Reason   string   `json:"reason,omitempty"`
-	// Found names the tools find_tools found, offered from the next turn.
-	Found []string `json:"found,omitempty"`
-}
-
 // FindTools is the name of the tool offered when tools were withheld.
 const FindTools = "find_tools"
 

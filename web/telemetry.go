@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/chain"
+	chaintrace "chainproxy/chain/trace"
 )
 
 // tracerScope names the web layer's spans in an exported trace.
@@ -75,7 +76,7 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 		u := tr.Usage()
 		span.SetAttributes(
 			attribute.String("chain.mode", tr.Mode),
-			attribute.String("chain.status", chain.TraceStatus(tr, err)),
+			attribute.String("chain.status", chaintrace.TraceStatus(tr, err)),
 			attribute.Int("chain.turns", tr.Turns),
 			attribute.Int("chain.stages", len(tr.Stages)),
 			attribute.Int("chain.loop_stops", tr.LoopStops()),

@@ -17,6 +17,7 @@ import (
 	_ "embed"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 	"chainproxy/config"
 	"chainproxy/eval"
 	"chainproxy/internal/redact"
@@ -257,7 +258,7 @@ func evalSharing(cfg *config.Config, st eval.TraceStore, red redact.Redactor, lo
 		return nil, "server.api_keys without server.admin_keys: only an admin key may open another's traces"
 	default:
 		for _, k := range cfg.Server.AdminKeys {
-			owners = append(owners, chain.CallerID(k))
+			owners = append(owners, trace.CallerID(k))
 		}
 	}
 	return &eval.Sharing{Store: st, Owners: owners, Redact: red.String, Failed: func(id string, err error) {
