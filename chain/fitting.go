@@ -14,6 +14,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain/node"
+	"chainproxy/chain/toolfit"
 	"chainproxy/config"
 	"chainproxy/memory"
 )
@@ -125,7 +126,7 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 		return budget
 	}
 	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
-	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolChars(s.tools), Ratio: ratio}
+	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolfit.Chars(s.tools), Ratio: ratio}
 	msgs := r.req.Messages
 	q := len(msgs) - 1
 	for q > 0 && msgs[q].Role != "user" {
@@ -143,23 +144,6 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 // templates render that of the current exchange; the OpenAI-compatible
 // one leaves it out.
 func sendsThinking(n *Node) bool { return n.Provider == config.ProviderOllama }
-
-// toolsPreamble is what a chat template adds when tools are offered: the
-// instructions around their definitions (qwen's and llama's run to 400–600
-// characters).
-const toolsPreamble = 500
-
-// toolChars is what the tool definitions offered weigh in a prompt.
-func toolChars(tools []Tool) int {
-	if len(tools) == 0 {
-		return 0
-	}
-	n := toolsPreamble
-	for _, t := range tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters) + memory.MessageOverhead
-	}
-	return n
-}
 
 // question is the index in s.msgs of the user's current question: the last
 // user message the stage was given (its own notes come after s.base).
@@ -186,7 +170,7 @@ type fitted struct {
 // lowers the budget after the node refused a prompt estimated to fit.
 func (r *run) fit(ctx context.Context, s *stage, offered []Tool, tighten float64) (fitted, error) {
 	window := r.e.Window(s.node)
-	tc := toolChars(offered)
+	tc := toolfit.Chars(offered)
 	if window == 0 || r.relay {
 		return fitted{msgs: s.msgs, chars: memory.Chars(s.msgs) + tc}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/toolfit"
 	"chainproxy/tools"
 
 	"go.opentelemetry.io/otel/trace"
@@ -51,7 +52,7 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 		if span != nil {
 			r.endToolSpan(span, u, nil, time.Now())
 		}
-		if c.Name != FindTools || !s.finds {
+		if c.Name != toolfit.FindTools || !s.finds {
 			// What find_tools found is the stage's business: the later
 			// stages need the facts, not the tool list.
 			s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: model})
@@ -83,7 +84,7 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return nil
 	}
 	args := []byte(c.Arguments)
-	if c.Name == FindTools && s.finds {
+	if c.Name == toolfit.FindTools && s.finds {
 		r.judgeFind(ctx, s, b, i)
 		return nil
 	}
