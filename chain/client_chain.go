@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/judge"
 	"chainproxy/tools"
 )
 
@@ -201,7 +202,7 @@ type clientSeen struct {
 // assistant message being the last of s.msgs. The server calls run first;
 // the client calls that pass the format and batch checks are left in
 // s.awaiting for the client. Client tools are volatile (the weather
-// changes), and follow the anti-loop's rule for them (JudgeClientCalls in
+// changes), and follow the anti-loop's rule for them (judge.ClientCalls in
 // simple mode): calls are known by their identity (schema defaults filled
 // in, null optional fields dropped); a call the stage already made in an
 // earlier round trip goes to the client again, and stops the stage as a
@@ -231,7 +232,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 	first := len(s.st.ToolsUsed) // the turn's client calls
 	kept := asked.ToolCalls[:0:0]
 	firstOf := map[uint64]bool{}
-	idf := clientIdentities(r.req.ClientTools)
+	idf := judge.ClientIdentities(r.req.ClientTools)
 	var blocked []Message
 	for _, c := range asked.ToolCalls {
 		if !client[c.Name] {
@@ -239,7 +240,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 			continue
 		}
 		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Client: true, StartMS: time.Since(r.t0).Milliseconds()}
-		sig, ok := idf.hash(c)
+		sig, ok := idf.Hash(c)
 		switch {
 		case s.stop != "":
 			u.Status, u.Result = ToolBlocked, "not passed to the client: the stage stopped ("+s.stop+")"

@@ -1,17 +1,24 @@
-package chain
+package judge
 
 import (
 	"strconv"
 	"strings"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/node"
+	"chainproxy/chain/trace"
 	"chainproxy/tools"
 )
 
+// The anti-loop's judge of the calls a client's own tools receive: the
+// proxy never runs them, so the conversation's earlier results are all it
+// can judge a call by (package chain passes the verdicts on, in simple
+// mode, and judges a chain's client calls as they come back).
+
 // ClientJudgement is the anti-loop's verdict on one call to a client tool.
 type ClientJudgement struct {
-	// Status is ToolOK (pass it on), ToolDuplicate (the same call is
-	// earlier in the batch) or ToolBlocked (a loop: do not pass it on).
+	// Status is trace.ToolOK (pass it on), trace.ToolDuplicate (the same call is
+	// earlier in the batch) or trace.ToolBlocked (a loop: do not pass it on).
 	Status string
 	// Reason says why, for the trace and the model.
 	Reason string
@@ -28,15 +35,15 @@ type clientResult struct {
 }
 
 // ClientHistoryOf reads the answered tool calls of msgs, keyed as
-// JudgeClientCalls keys them.
-func ClientHistoryOf(msgs []Message, clientTools []Tool) ClientHistory {
+// ClientCalls keys them.
+func ClientHistoryOf(msgs []node.Message, clientTools []node.Tool) ClientHistory {
 	results := map[string]string{}
 	for _, m := range msgs {
 		if m.Role == "tool" && m.ToolCallID != "" {
 			results[m.ToolCallID] = m.Content
 		}
 	}
-	idf := clientIdentities(clientTools)
+	idf := ClientIdentities(clientTools)
 	out := ClientHistory{}
 	for _, m := range msgs {
 		if m.Role != "assistant" {
@@ -47,7 +54,7 @@ func ClientHistoryOf(msgs []Message, clientTools []Tool) ClientHistory {
 			if !ok {
 				continue
 			}
-			if sig, ok := idf.hash(c); ok {
+			if sig, ok := idf.Hash(c); ok {
 				out[sig] = append(out[sig], clientResult{id: c.ID, content: res})
 			}
 		}
@@ -55,25 +62,25 @@ func ClientHistoryOf(msgs []Message, clientTools []Tool) ClientHistory {
 	return out
 }
 
-// JudgeClientCalls applies the anti-loop to a batch of calls the client
+// ClientCalls applies the anti-loop to a batch of calls the client
 // will execute. Client tools are volatile: a call already made runs again
 // while its result changes, and is a loop when its last two results were
 // the same, or once it ran maxPolls times. Identities fill in the tool
 // schema's defaults and drop null optional fields, as for server tools.
 // Calls whose arguments do not parse are passed on: the client's own
 // validation answers them.
-func JudgeClientCalls(calls []ToolCall, clientTools []Tool, history ClientHistory, maxPolls int) []ClientJudgement {
-	idf := clientIdentities(clientTools)
+func ClientCalls(calls []node.ToolCall, clientTools []node.Tool, history ClientHistory, maxPolls int) []ClientJudgement {
+	idf := ClientIdentities(clientTools)
 	out := make([]ClientJudgement, len(calls))
 	first := map[uint64]string{}
 	for i, c := range calls {
-		out[i].Status = ToolOK
-		sig, ok := idf.hash(c)
+		out[i].Status = trace.ToolOK
+		sig, ok := idf.Hash(c)
 		if !ok {
 			continue
 		}
 		if id, dup := first[sig]; dup {
-			out[i] = ClientJudgement{Status: ToolDuplicate, Reason: "not passed on: same call as " + id + " earlier in this response"}
+			out[i] = ClientJudgement{Status: trace.ToolDuplicate, Reason: "not passed on: same call as " + id + " earlier in this response"}
 			continue
 		}
 		first[sig] = c.ID
@@ -87,28 +94,32 @@ func JudgeClientCalls(calls []ToolCall, clientTools []Tool, history ClientHistor
 			// Compared as the chain compares client results: without the
 			// lines that only name the run (Codex's chunk ID and wall
 			// time, Qwen Code's PGID), which differ at every run.
-			out[i] = ClientJudgement{Status: ToolBlocked, Earlier: ids,
+			out[i] = ClientJudgement{Status: trace.ToolBlocked, Earlier: ids,
 				Reason: "not passed on: the conversation already holds this call's result twice in a row, unchanged (" + strings.Join(ids[n-2:], ", ") + ")"}
 		case n >= maxPolls:
-			out[i] = ClientJudgement{Status: ToolBlocked, Earlier: ids,
+			out[i] = ClientJudgement{Status: trace.ToolBlocked, Earlier: ids,
 				Reason: "not passed on: this call already ran " + strconv.Itoa(n) + " times in this conversation (antiloop.max_polls)"}
 		}
 	}
 	return out
 }
 
-// identities keys client-tool calls by tool name.
-type identities map[string]func([]byte) ([]byte, error)
+// Identities key client-tool calls by tool name: a call's identity
+// fills in its schema's defaults and drops null optional fields.
+type Identities map[string]func([]byte) ([]byte, error)
 
-func clientIdentities(clientTools []Tool) identities {
-	out := make(identities, len(clientTools))
+// ClientIdentities are the identities of the client's tools.
+func ClientIdentities(clientTools []node.Tool) Identities {
+	out := make(Identities, len(clientTools))
 	for _, t := range clientTools {
 		out[t.Name] = tools.NewClientIdentity(t.Name, t.Parameters)
 	}
 	return out
 }
 
-func (idf identities) hash(c ToolCall) (uint64, bool) {
+// Hash is call c's identity, hashed; false when its arguments do not
+// parse.
+func (idf Identities) Hash(c node.ToolCall) (uint64, bool) {
 	f, ok := idf[c.Name]
 	if !ok {
 		f = tools.NewClientIdentity(c.Name, nil)
