@@ -7,15 +7,18 @@
 // web encodes it and lists it, proxy eval stores it, the cockpit reads its
 // JSON, and none of them needs the engine's workings to do so. Its JSON
 // shape is a contract with clients and the cockpit. It imports only the
-// node layer's message vocabulary; package chain fills it in, and names
-// its types too (chain.Trace), since the engine's API is written in them.
+// node layer's message vocabulary and tools' truncation (for Args);
+// package chain fills it in, and names its types too (chain.Trace), since
+// the engine's API is written in them.
 package trace
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
 	"chainproxy/chain/node"
+	"chainproxy/tools"
 )
 
 // Modes of a request.
@@ -298,4 +301,24 @@ func (t *Trace) LoopStops() int {
 		}
 	}
 	return n
+}
+
+// Args is the trace form of a call's arguments (ToolUse.Args): the object
+// when it parses, else the raw text as a JSON string, so a malformed call
+// is still shown. Arguments longer than limit (when positive) are kept as
+// a string cut at limit bytes, with a note of their size: a trace holds no
+// more of a call than of its result.
+func Args(args string, limit int) json.RawMessage {
+	if strings.TrimSpace(args) == "" {
+		return json.RawMessage("{}")
+	}
+	if limit > 0 && len(args) > limit {
+		b, _ := json.Marshal(tools.Truncate(args, limit))
+		return b
+	}
+	if json.Valid([]byte(args)) {
+		return json.RawMessage(args)
+	}
+	b, _ := json.Marshal(args)
+	return b
 }
