@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/cespare/xxhash/v2"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain/node"
@@ -299,8 +296,7 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, bool,
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
-	key := flightKey{node: n.Name, prompt: promptHash(prompt)}
-	return r.e.summaries.do(ctx, key, r.e.cfg.Memory.SummaryTimeout, func(ctx context.Context) (string, error) {
+	return r.e.summaries.Do(ctx, n.Name, prompt, r.e.cfg.Memory.SummaryTimeout, func(ctx context.Context) (string, error) {
 		return f.call(ctx, n, prompt, asked)
 	})
 }
@@ -401,106 +397,5 @@ func (f *folder) Store(ctx context.Context, key string, s memory.Summary) {
 	}
 	if data, err := json.Marshal(s); err == nil {
 		_ = f.r.e.kv.Set(context.WithoutCancel(ctx), key, data, f.r.e.cfg.Memory.SummaryTTL)
-	}
-}
-
-// flightKey is one summarizer call: the summarizer node and the prompt,
-// which the turns to fold, the summary they extend and the words asked
-// determine.
-type flightKey struct {
-	node   string
-	prompt uint64
-}
-
-// promptHash hashes a prompt's roles and texts (a summarizer's prompt has
-// no parts or tool calls).
-func promptHash(msgs []Message) uint64 {
-	d := xxhash.New()
-	for _, m := range msgs {
-		d.WriteString(m.Role)
-		d.Write([]byte{0})
-		d.WriteString(m.Content)
-		d.Write([]byte{1})
-	}
-	return d.Sum64()
-}
-
-// flights runs one summarizer call per key for the callers that ask for
-// it at the same time. Two requests of one conversation that arrive
-// together (a client that retries while its first request runs, a chat
-// UI's side requests beside the answer) need the same summary of the same
-// turns at the moment the summarizer, a small local model, is busiest: the
-// second waits for the first one's call. Across replicas there is no such
-// wait: a summary made by one is found in the shared store by the next
-// request. The zero value is ready to use.
-type flights struct {
-	mu sync.Mutex
-	m  map[flightKey]*flight
-}
-
-// flight is a call in progress and the callers that still wait for it.
-type flight struct {
-	done    chan struct{}
-	text    string
-	err     error
-	waiting int // callers still waiting, the one making the call included
-	cancel  context.CancelFunc
-}
-
-// do returns call's result for key, making the call unless one for key is
-// in progress, in which case it waits for that one (shared). The call runs
-// in the first caller's goroutine, under a context of its own bounded by
-// timeout and cancelled only when every caller has gone: the first
-// caller's client leaving does not fail the others, who would each make
-// the call again. A caller whose ctx ends stops waiting at once; the first
-// one returns when the call does.
-func (g *flights) do(ctx context.Context, key flightKey, timeout time.Duration, call func(context.Context) (string, error)) (string, bool, error) {
-	g.mu.Lock()
-	if fl, ok := g.m[key]; ok {
-		fl.waiting++
-		g.mu.Unlock()
-		select {
-		case <-fl.done:
-			return fl.text, true, fl.err
-		case <-ctx.Done():
-			g.leave(key, fl)
-			return "", true, fmt.Errorf("waiting for a summary: %w", context.Cause(ctx))
-		}
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	fl := &flight{done: make(chan struct{}), waiting: 1, cancel: cancel}
-	if g.m == nil {
-		g.m = map[flightKey]*flight{}
-	}
-	g.m[key] = fl
-	g.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { g.leave(key, fl) })
-	// Deferred, so that a call that panics does not leave the others
-	// waiting for ever.
-	defer func() {
-		stop()
-		cancel()
-		g.mu.Lock()
-		if g.m[key] == fl {
-			delete(g.m, key)
-		}
-		g.mu.Unlock()
-		close(fl.done)
-	}()
-	fl.text, fl.err = call(cctx)
-	return fl.text, false, fl.err
-}
-
-// leave is a caller of fl that stopped waiting; the last one cancels the
-// call, which no newcomer may then join.
-func (g *flights) leave(key flightKey, fl *flight) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	fl.waiting--
-	if fl.waiting == 0 {
-		fl.cancel()
-		if g.m[key] == fl {
-			delete(g.m, key)
-		}
 	}
 }
