@@ -4,7 +4,7 @@ import "chainproxy/chain/trace"
 
 // The trace's vocabulary, declared in package trace with the views and the
 // stored document made of it, named here too because the engine's API
-// (Result, Failure, Event) is written in it.
+// (Result, Failure, the events of Run) is written in it.
 type (
 	// Trace is what the chain did for one request (trace.Trace).
 	Trace = trace.Trace
@@ -20,6 +20,20 @@ type (
 	ContextAction = trace.ContextAction
 	// ToolsTrace is how a stage's tools were fitted (trace.ToolsTrace).
 	ToolsTrace = trace.ToolsTrace
+	// Event is a step of a run, reported as it happens (trace.Event).
+	Event = trace.Event
+	// Paused is a chain that waited for its client's tools (trace.Paused).
+	Paused = trace.Paused
+)
+
+// Event kinds, in the order a run emits them.
+const (
+	EventClassified = trace.EventClassified
+	EventStageStart = trace.EventStageStart
+	EventTurn       = trace.EventTurn
+	EventTool       = trace.EventTool
+	EventStageEnd   = trace.EventStageEnd
+	EventDelta      = trace.EventDelta
 )
 
 // Modes of a request.

@@ -1,7 +1,8 @@
 // Package trace is the record of what the chain did for one request: the
 // Trace (the public "chain" field of responses, and the document GET
-// /v1/chain/traces/{id} answers with), its statuses, the view a response
-// carries (capped, without prompts) and the stored document.
+// /v1/chain/traces/{id} answers with), its statuses, the events that
+// report it as it is written, the view a response carries (capped, without
+// prompts) and the stored document.
 //
 // It lives apart from the engine because its readers are not the engine:
 // web encodes it and lists it, proxy eval stores it, the cockpit reads its
