@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -348,6 +349,14 @@ func checkResponsesLimits(req *responsesRequest, maxMessages int) error {
 	}
 	return nil
 }
+
+func (r *responsesRequest) model() string { return r.Model }
+
+// user is the client's user, else its prompt_cache_key: Codex sends its
+// conversation id there.
+func (r *responsesRequest) user() string { return cmp.Or(r.User, r.PromptCacheKey) }
+
+func (r *responsesRequest) droppedTools() []string { return r.dropped }
 
 // toRunRequest converts a validated request to the chain's form; history
 // is the conversation of previous_response_id, if any.
