@@ -147,15 +147,23 @@ func finalNote(stop string) string {
 }
 
 // work is what the earlier stages (done) found, as memory.Findings
-// renders it for the next stage.
+// renders it for the next stage: in two allocations, whatever the calls.
 func work(done []*stage) []memory.Work {
+	if len(done) == 0 {
+		return nil
+	}
+	n := 0
+	for _, d := range done {
+		n += len(d.evidence)
+	}
+	calls := make([]memory.Evidence, 0, n)
 	out := make([]memory.Work, len(done))
 	for i, d := range done {
-		w := memory.Work{Node: d.node.Name, Model: d.node.Model, Notes: d.output()}
+		first := len(calls)
 		for _, ev := range d.evidence {
-			w.Calls = append(w.Calls, memory.Evidence{Name: ev.name, Args: ev.args, Status: ev.status, Result: ev.result})
+			calls = append(calls, memory.Evidence{Name: ev.name, Args: ev.args, Status: ev.status, Result: ev.result})
 		}
-		out[i] = w
+		out[i] = memory.Work{Node: d.node.Name, Model: d.node.Model, Calls: calls[first:], Notes: d.output()}
 	}
 	return out
 }

@@ -45,6 +45,10 @@ type responsesRequest struct {
 	PromptCacheKey string            `json:"prompt_cache_key"`
 	Metadata       map[string]string `json:"metadata"`
 
+	// history is the conversation previous_response_id continues, set
+	// by the handler (responses) once it is loaded.
+	history []chain.Message
+
 	// Set by decodeResponsesRequest.
 	instructions string
 	items        []chain.Message

@@ -18,18 +18,15 @@ import (
 // responses serves POST /v1/responses: OpenAI's Responses API in front of
 // the same engine as /v1/chat/completions.
 func (s *Server) responses(c *gin.Context) {
-	// history is the conversation previous_response_id continues: the run
-	// request's start, and the stored response's.
-	var history []chain.Message
 	wire, req, f, ok := openFront(s, c, "/v1/responses", decodeResponsesRequest, checkResponsesLimits, func(w *responsesRequest) *chain.RunRequest {
 		if w.PreviousResponseID != "" {
 			var err error
-			if history, err = s.loadConversation(c.Request.Context(), caller(c), w.PreviousResponseID); err != nil {
+			if w.history, err = s.loadConversation(c.Request.Context(), caller(c), w.PreviousResponseID); err != nil {
 				s.reject(c, "previous_response_id", err)
 				return nil
 			}
 		}
-		return w.toRunRequest(history)
+		return w.toRunRequest(w.history)
 	})
 	if !ok {
 		return
@@ -46,7 +43,7 @@ func (s *Server) responses(c *gin.Context) {
 		if !obj.Store {
 			return
 		}
-		conv := append(append([]chain.Message(nil), history...), wire.items...)
+		conv := append(append([]chain.Message(nil), wire.history...), wire.items...)
 		s.storeResponse(c.Request.Context(), caller(c), obj.ID, final, append(conv, res.Message))
 	}
 	if wire.Stream {
