@@ -2,7 +2,6 @@ package chain
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -225,43 +224,12 @@ func (r *run) offerFindOnly(s *stage, ix *toolfit.Index, reason string) {
 	s.st.ToolFit = tt
 }
 
-// findTools answers a find_tools call of stage s: the withheld tools that
-// match the query, which are offered from the next turn. The result says
-// so, or lists every tool not offered when none matches.
+// findTools answers a find_tools call of stage s (toolfit.Index.Answer):
+// the withheld tools that match the query are offered from the next turn.
 func (r *run) findTools(ctx context.Context, s *stage, args string) (string, bool) {
-	var a struct {
-		Query string `json:"query"`
-	}
-	if json.Unmarshal([]byte(args), &a) != nil || strings.TrimSpace(a.Query) == "" {
-		return "error: call find_tools with {\"query\": \"what you need to do, in a few words\"}", false
-	}
-	ix := r.toolIndex()
-	offered := make(map[string]bool, len(s.tools))
-	for _, t := range s.tools {
-		offered[t.Name] = true
-	}
-	matches, already := ix.Find(toolfit.Query(nil, a.Query), offered, toolfit.FindMatches)
-	found := make([]string, len(matches))
-	var b strings.Builder
-	for k, i := range matches {
-		found[k] = ix.Tools[i].Name
-		b.WriteString("\n- " + ix.Tools[i].Name + ": " + ix.Compact[i].Description)
-	}
+	text, found, ok := r.toolIndex().Answer(args, s.tools)
 	if len(found) == 0 {
-		var rest []string
-		for _, t := range ix.Tools {
-			if !offered[t.Name] {
-				rest = append(rest, t.Name)
-			}
-		}
-		msg := "No tool not offered yet matches " + strconv.Quote(a.Query) + "."
-		if len(already) > 0 {
-			msg += " Already offered: " + strings.Join(already, ", ") + "."
-		}
-		if len(rest) > 0 {
-			msg += " The tools not offered are: " + strings.Join(rest, ", ") + "; ask again in other words."
-		}
-		return msg, true
+		return text, ok
 	}
 	tt := s.st.ToolFit
 	if tt == nil {
@@ -271,7 +239,7 @@ func (r *run) findTools(ctx context.Context, s *stage, args string) (string, boo
 	// The latest found come first, and displace the least relevant.
 	tt.Found = append(slices.Clone(found), slices.DeleteFunc(slices.Clone(tt.Found), func(n string) bool { return slices.Contains(found, n) })...)
 	r.chooseTools(ctx, s, nil)
-	return "Tools matching " + strconv.Quote(a.Query) + ", offered from your next turn:" + b.String(), true
+	return text, true
 }
 
 // judgeFind runs call i of the batch, a find_tools call, under the
@@ -310,63 +278,24 @@ func (r *run) judgeFind(ctx context.Context, s *stage, b *batch, i int) {
 	}
 }
 
-// StageTools is how the server tools fit the window of a stage with
-// tools, for /readyz and the startup log. A request's own tools (a
-// client's) come on top, per request.
-type StageTools struct {
-	Stage int    `json:"stage"`
-	Node  string `json:"node"`
-	Tools int    `json:"tools"`
-	// Window is the node's window in tokens, 0 when unknown (every tool
-	// is offered whole); Tokens and CompactTokens what the tools weigh,
-	// whole and compact; ShareTokens their share of the window.
-	Window        int `json:"window"`
-	Tokens        int `json:"tokens"`
-	CompactTokens int `json:"compact_tokens"`
-	ShareTokens   int `json:"share_tokens,omitempty"`
-	// Offered is how many are offered to a call: all of them, or about
-	// this many chosen by relevance to its question, the others withheld
-	// behind find_tools.
-	Offered int `json:"offered"`
-	// Fit is "whole", "compact", "some" or "unknown_window".
-	Fit string `json:"fit"`
-}
-
 // ToolFit reports, for each stage with tools, how the server tools fit
 // its node's window.
-func (e *Engine) ToolFit(ctx context.Context) []StageTools {
+func (e *Engine) ToolFit(ctx context.Context) []toolfit.Stage {
 	return e.toolFit(ctx, e.tools())
 }
 
-func (e *Engine) toolFit(ctx context.Context, tv *toolView) []StageTools {
+func (e *Engine) toolFit(ctx context.Context, tv *toolView) []toolfit.Stage {
 	ix := tv.index
 	if len(ix.Tools) == 0 {
 		return nil
 	}
-	var out []StageTools
+	var out []toolfit.Stage
 	for i, sc := range e.cfg.Chain.Stages {
-		n := e.nodes[sc.Node]
-		if !sc.Tools || n == nil {
-			continue
+		if n := e.nodes[sc.Node]; sc.Tools && n != nil {
+			st := ix.Measure(e.Window(n), e.calibration.Ratio(ctx, n.Model), e.cfg.Chain.ToolsShare)
+			st.Stage, st.Node = i, n.Name
+			out = append(out, st)
 		}
-		st := StageTools{Stage: i, Node: n.Name, Tools: len(ix.Tools), Window: e.Window(n), Offered: len(ix.Tools), Fit: "unknown_window"}
-		ratio := e.calibration.Ratio(ctx, n.Model)
-		st.Tokens, st.CompactTokens = memory.Tokens(ix.Full, ratio), memory.Tokens(ix.CompactSum, ratio)
-		if st.Window > 0 {
-			budget := int(float64(st.Window) * ratio * e.cfg.Chain.ToolsShare)
-			st.ShareTokens = memory.Tokens(budget, ratio)
-			c := ix.Choose(make([]float64, len(ix.Tools)), budget)
-			st.Offered = c.Count
-			switch {
-			case len(c.Withheld) > 0:
-				st.Fit = "some"
-			case c.Compact:
-				st.Fit = "compact"
-			default:
-				st.Fit = "whole"
-			}
-		}
-		out = append(out, st)
 	}
 	return out
 }

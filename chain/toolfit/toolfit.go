@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cespare/xxhash/v2"
@@ -482,4 +483,93 @@ func (ix *Index) Find(query []uint64, offered map[string]bool, k int) (matches [
 		}
 	}
 	return matches, already
+}
+
+// Answer is find_tools' answer to a call with arguments args, from a stage
+// offered offered: the tools not offered that match its query (found,
+// which the stage is to be offered from its next turn) and the text the
+// model gets, which names them, or every tool not offered when none
+// matches. ok is false when args hold no query; text then says how to
+// ask.
+func (ix *Index) Answer(args string, offered []node.Tool) (text string, found []string, ok bool) {
+	var a struct {
+		Query string `json:"query"`
+	}
+	if json.Unmarshal([]byte(args), &a) != nil || strings.TrimSpace(a.Query) == "" {
+		return "error: call find_tools with {\"query\": \"what you need to do, in a few words\"}", nil, false
+	}
+	names := make(map[string]bool, len(offered))
+	for _, t := range offered {
+		names[t.Name] = true
+	}
+	matches, already := ix.Find(Query(nil, a.Query), names, FindMatches)
+	if len(matches) == 0 {
+		var rest []string
+		for _, t := range ix.Tools {
+			if !names[t.Name] {
+				rest = append(rest, t.Name)
+			}
+		}
+		msg := "No tool not offered yet matches " + strconv.Quote(a.Query) + "."
+		if len(already) > 0 {
+			msg += " Already offered: " + strings.Join(already, ", ") + "."
+		}
+		if len(rest) > 0 {
+			msg += " The tools not offered are: " + strings.Join(rest, ", ") + "; ask again in other words."
+		}
+		return msg, nil, true
+	}
+	found = make([]string, len(matches))
+	var b strings.Builder
+	for k, i := range matches {
+		found[k] = ix.Tools[i].Name
+		b.WriteString("\n- " + ix.Tools[i].Name + ": " + ix.Compact[i].Description)
+	}
+	return "Tools matching " + strconv.Quote(a.Query) + ", offered from your next turn:" + b.String(), found, true
+}
+
+// Stage is how the server tools fit the window of a stage with tools,
+// for /readyz and the startup log (Index.Measure). A request's own tools (a
+// client's) come on top, per request.
+type Stage struct {
+	Stage int    `json:"stage"`
+	Node  string `json:"node"`
+	Tools int    `json:"tools"`
+	// Window is the node's window in tokens, 0 when unknown (every tool
+	// is offered whole); Tokens and CompactTokens what the tools weigh,
+	// whole and compact; ShareTokens their share of the window.
+	Window        int `json:"window"`
+	Tokens        int `json:"tokens"`
+	CompactTokens int `json:"compact_tokens"`
+	ShareTokens   int `json:"share_tokens,omitempty"`
+	// Offered is how many are offered to a call: all of them, or about
+	// this many chosen by relevance to its question, the others withheld
+	// behind find_tools.
+	Offered int `json:"offered"`
+	// Fit is "whole", "compact", "some" or "unknown_window".
+	Fit string `json:"fit"`
+}
+
+// Measure is how the index's tools fit a window of window tokens (0:
+// unknown) at ratio characters a token, given share of it; Stage and Node
+// are the caller's to set.
+func (ix *Index) Measure(window int, ratio, share float64) Stage {
+	st := Stage{Tools: len(ix.Tools), Window: window, Offered: len(ix.Tools), Fit: "unknown_window",
+		Tokens: memory.Tokens(ix.Full, ratio), CompactTokens: memory.Tokens(ix.CompactSum, ratio)}
+	if window <= 0 {
+		return st
+	}
+	budget := int(float64(window) * ratio * share)
+	st.ShareTokens = memory.Tokens(budget, ratio)
+	c := ix.Choose(make([]float64, len(ix.Tools)), budget)
+	st.Offered = c.Count
+	switch {
+	case len(c.Withheld) > 0:
+		st.Fit = "some"
+	case c.Compact:
+		st.Fit = "compact"
+	default:
+		st.Fit = "whole"
+	}
+	return st
 }

@@ -102,3 +102,48 @@ func TestChooseIsStable(t *testing.T) {
 		t.Errorf("%d offered and %d withheld of %d tools", a.Count, len(a.Withheld), len(ix.Tools))
 	}
 }
+
+// TestMeasure: how the reference tools fit a window, as /readyz reports
+// it: unknown without a window, some withheld on 4,096 tokens, whole on a
+// window large enough.
+func TestMeasure(t *testing.T) {
+	ix := New(referencePool(t))
+	tests := []struct {
+		name    string
+		window  int
+		fit     string
+		offered int
+	}{
+		{"unknown window", 0, "unknown_window", len(ix.Tools)},
+		{"4096 tokens", 4096, "some", -1},
+		{"large window", 1 << 20, "whole", len(ix.Tools)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := ix.Measure(tt.window, 4, 0.25)
+			if st.Fit != tt.fit || st.Window != tt.window || st.Tools != len(ix.Tools) {
+				t.Errorf("Measure(%d) = %+v, want fit %s", tt.window, st, tt.fit)
+			}
+			if tt.offered >= 0 && st.Offered != tt.offered || tt.offered < 0 && (st.Offered <= 0 || st.Offered >= len(ix.Tools)) {
+				t.Errorf("Measure(%d).Offered = %d of %d tools", tt.window, st.Offered, len(ix.Tools))
+			}
+		})
+	}
+}
+
+// TestAnswer: find_tools' answer names the tools not offered that match
+// its query, says so when none does, and how to ask when the arguments
+// hold no query.
+func TestAnswer(t *testing.T) {
+	ix := New(referencePool(t))
+	text, found, ok := ix.Answer(`{"query":"write a file"}`, nil)
+	if !ok || len(found) == 0 || !strings.Contains(text, found[0]) {
+		t.Errorf("Answer(write a file) = %q, %v, %v, want the matches named", text, found, ok)
+	}
+	if _, found, ok := ix.Answer(`{"query":"write a file"}`, ix.Tools); !ok || len(found) != 0 {
+		t.Errorf("Answer with every tool offered found %v, want none", found)
+	}
+	if text, found, ok := ix.Answer(`{}`, nil); ok || found != nil || !strings.Contains(text, `"query"`) {
+		t.Errorf("Answer({}) = %q, %v, %v, want how to ask", text, found, ok)
+	}
+}
