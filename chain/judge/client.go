@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -129,4 +130,50 @@ func (idf Identities) Hash(c node.ToolCall) (uint64, bool) {
 		return 0, false
 	}
 	return antiloop.Hash(b), true
+}
+
+// ClientFileTool reports whether a client tool works on the client's files:
+// one of its arguments names a path (path, file_path, filePath,
+// absolute_path, dir_path, notebook_path, paths, directory, filename) or a
+// shell command, which reads and writes them as well (Qwen Code's
+// run_shell_command, Claude Code's Bash, Codex CLI's shell).
+func ClientFileTool(t node.Tool) bool {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(t.Parameters, &s) != nil {
+		return false
+	}
+	for k := range s.Properties {
+		k = strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
+		switch {
+		case strings.HasSuffix(k, "path"), strings.HasSuffix(k, "paths"),
+			k == "directory", k == "dir", k == "filename", k == "command", k == "cmd":
+			return true
+		}
+	}
+	return false
+}
+
+// ClientError reads a client's tool result as a failure when it says so.
+// OpenAI's tool messages carry no error flag, so the text tells: agent
+// frameworks (LangChain's ToolMessage, the AI SDK) write a failed tool as
+// text that starts with "Error", and so does the Anthropic front for a
+// tool_result with is_error; Claude Code wraps its failures in
+// <tool_use_error> (what a router hands on of them); Qwen Code's tool
+// message for arguments its validator refused is the validator's text
+// alone, "params must have required property 'file_path'" or
+// "params/limit must be integer" (SchemaValidator.validate, Ajv's
+// errorsText with dataVar "params", in the bundle of @qwen-code/qwen-code
+// 0.24.4, web/testdata/agents/npm; on its Anthropic wire it sets is_error).
+func ClientError(res string) bool {
+	t := strings.TrimSpace(res)
+	switch {
+	case len(t) >= 5 && strings.EqualFold(t[:5], "error"),
+		strings.HasPrefix(t, "<tool_use_error>"),
+		strings.HasPrefix(t, "params must "), strings.HasPrefix(t, "params/") && strings.Contains(t, " must "),
+		strings.HasPrefix(t, "Value of params must be an object"):
+		return true
+	}
+	return false
 }

@@ -9,7 +9,9 @@
 //   - [ParseTextCalls]: the tool calls a small model writes as text
 //     (<tool_call>{…}</tool_call>, a bare JSON call, [TOOL:name:{json}]).
 //   - [ClientCalls]: whether a call to one of the client's own tools
-//     repeats itself, judged by the results the conversation already holds.
+//     repeats itself, judged by the results the conversation already holds;
+//     [ClientError], whether a client's result says its tool failed, and
+//     [ClientFileTool], whether a client's tool works on its files.
 //
 // The repetition detector itself is antiloop's [antiloop.Repeats], the one
 // algorithm for a streamed text and a whole one. The judges keep no state
