@@ -127,26 +127,11 @@ func SpanError(err error, capture bool) string {
 			return "node " + ce.Node + " refused the prompt as longer than its context window"
 		}
 	case errors.As(err, &ue):
-		return upstreamSummary(ue)
+		return spans.UpstreamError(ue)
 	case errors.Is(err, ErrAllStagesFailed):
 		return ErrAllStagesFailed.Error()
 	}
 	return err.Error()
-}
-
-// upstreamSummary is e without what the node said: its node, kind and status, and
-// for a node that could not be reached or did not answer in time, the
-// transport's error (a refused connection, a timeout), which holds
-// nothing of the request.
-func upstreamSummary(e *node.UpstreamError) string {
-	s := "node " + e.Node + ": upstream " + e.Kind + " error"
-	if e.Status != 0 {
-		s += " (HTTP " + strconv.Itoa(e.Status) + ")"
-	}
-	if e.Message == "" && e.Err != nil && (e.Kind == node.KindConnect || e.Kind == node.KindTimeout) {
-		s += ": " + e.Err.Error()
-	}
-	return s
 }
 
 // callErrorType is the error.type of a failed model call: the upstream

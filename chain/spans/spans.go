@@ -83,6 +83,22 @@ func Reasons(reasons []string, capture bool) []string {
 	return out
 }
 
+// UpstreamError is what a span says of e: not what the node said (a
+// server may quote the request in it), but its node, kind and status, and
+// for a node that could not be reached or did not answer in time, the
+// transport's error (a refused connection, a timeout), which holds
+// nothing of the request.
+func UpstreamError(e *node.UpstreamError) string {
+	s := "node " + e.Node + ": upstream " + e.Kind + " error"
+	if e.Status != 0 {
+		s += " (HTTP " + strconv.Itoa(e.Status) + ")"
+	}
+	if e.Message == "" && e.Err != nil && (e.Kind == node.KindConnect || e.Kind == node.KindTimeout) {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
 // Recorder is what a span may carry of content: the messages, arguments
 // and results only with Capture (telemetry.capture_content), and then
 // through Redact (the server's secrets masked), as every error description.
