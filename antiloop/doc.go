@@ -31,9 +31,10 @@
 //     same error three times (stopped_repeat), turns without progress
 //     (stopped_no_progress) and stored reads dropped after a write are kept
 //     in loopguard.go and applied in toolcalls.go, where the guard is
-//     asked; calls to the client's own tools are judged by
-//     JudgeClientCalls (client_judge.go). They are the engine's state for
-//     one stage and its tools' identities, kept beside its other state.
+//     asked. They are the engine's state for one stage and its tools'
+//     identities, kept beside its other state. Calls to the client's own
+//     tools, which hold no such state, are judged by chain/judge's
+//     ClientCalls.
 //   - What a verdict of the judges does to a stage, in package chain
 //     (judging.go): a degenerate stage answered by an earlier one, a format
 //     error fed back to the model.

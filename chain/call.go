@@ -184,7 +184,7 @@ func (r *run) nodeCall(ctx context.Context, s *stage, offered []Tool, f fitted) 
 	if !r.relay {
 		// A relay's prompt is the client's own: the stored trace need not
 		// copy it, and the relay path pays nothing for the prompt view.
-		mc.sent, mc.marks = f.msgs, f.marks
+		mc.KeepPrompt(f.msgs, f.marks)
 	}
 	release, err := r.admit(ctx, s)
 	if err != nil {
@@ -303,7 +303,7 @@ func (r *run) stream(ctx context.Context, s *stage, cs *callState, req *node.Req
 // stage's.
 func (r *run) recordCall(ctx context.Context, s *stage, f fitted, cs *callState, mc *ModelCall, began time.Time, err error) {
 	mc.DurationMS = time.Since(began).Milliseconds()
-	mc.split(cs.load)
+	mc.SplitLoad(cs.load)
 	mc.FinishReason, mc.Cut = cs.finish, cs.cut
 	if cs.usage != nil {
 		s.st.Usage = s.st.Usage.Add(*cs.usage)

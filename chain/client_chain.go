@@ -11,17 +11,9 @@ import (
 	"time"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/judge"
 	"chainproxy/tools"
 )
-
-// StageAwaitingClient is the status of a stage that called the client's
-// tools: the response ends there and the chain resumes in that stage when
-// the client sends the results back.
-const StageAwaitingClient = "awaiting_client"
-
-// ToolClient is the status of a client tool call passed back to the client
-// and not yet answered.
-const ToolClient = "client"
 
 // clientPassed is the trace's result of a call passed to the client.
 const clientPassed = "passed to the client to run; its result comes with the next request"
@@ -76,7 +68,7 @@ func (r *run) offersClientTools() bool {
 
 // hiddenTools is the set of server tools the request's client tools keep
 // from the chain's stages, made once: each one a client tool of the same
-// name replaces and, once a client tool works on files (clientFileTool),
+// name replaces and, once a client tool works on files (judge.ClientFileTool),
 // every built-in file tool, unless tools.file_tools_with_client_tools.
 // The client's tools work on the client's machine, the built-ins on the
 // proxy's tools.root: a stage offered both lists one folder and reads
@@ -87,7 +79,7 @@ func (r *run) hiddenTools() map[string]bool {
 		return r.hidden
 	}
 	client := r.clientNames()
-	files := !r.e.cfg.Tools.FileToolsWithClientTools && slices.ContainsFunc(r.req.ClientTools, clientFileTool)
+	files := !r.e.cfg.Tools.FileToolsWithClientTools && slices.ContainsFunc(r.req.ClientTools, judge.ClientFileTool)
 	r.hidden = make(map[string]bool, len(r.tv.names))
 	for _, n := range r.tv.names {
 		if client[n] || files && builtinFileTool(n) {
@@ -108,29 +100,6 @@ func (r *run) hiddenCall(name string) bool {
 // tools are prefixed.
 func builtinFileTool(name string) bool {
 	return name == tools.ListDir || name == tools.ReadFile || name == tools.SearchFiles
-}
-
-// clientFileTool reports whether a client tool works on the client's files:
-// one of its arguments names a path (path, file_path, filePath,
-// absolute_path, dir_path, notebook_path, paths, directory, filename) or a
-// shell command, which reads and writes them as well (Qwen Code's
-// run_shell_command, Claude Code's Bash, Codex CLI's shell).
-func clientFileTool(t Tool) bool {
-	var s struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	}
-	if json.Unmarshal(t.Parameters, &s) != nil {
-		return false
-	}
-	for k := range s.Properties {
-		k = strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(k))
-		switch {
-		case strings.HasSuffix(k, "path"), strings.HasSuffix(k, "paths"),
-			k == "directory", k == "dir", k == "filename", k == "command", k == "cmd":
-			return true
-		}
-	}
-	return false
 }
 
 // offeredNames names the tools a stage with tools is offered, for its
@@ -210,7 +179,7 @@ type clientSeen struct {
 // assistant message being the last of s.msgs. The server calls run first;
 // the client calls that pass the format and batch checks are left in
 // s.awaiting for the client. Client tools are volatile (the weather
-// changes), and follow the anti-loop's rule for them (JudgeClientCalls in
+// changes), and follow the anti-loop's rule for them (judge.ClientCalls in
 // simple mode): calls are known by their identity (schema defaults filled
 // in, null optional fields dropped); a call the stage already made in an
 // earlier round trip goes to the client again, and stops the stage as a
@@ -240,7 +209,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 	first := len(s.st.ToolsUsed) // the turn's client calls
 	kept := asked.ToolCalls[:0:0]
 	firstOf := map[uint64]bool{}
-	idf := clientIdentities(r.req.ClientTools)
+	idf := judge.ClientIdentities(r.req.ClientTools)
 	var blocked []Message
 	for _, c := range asked.ToolCalls {
 		if !client[c.Name] {
@@ -248,7 +217,7 @@ func (r *run) clientBatch(ctx context.Context, s *stage, calls []ToolCall) error
 			continue
 		}
 		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Client: true, StartMS: time.Since(r.t0).Milliseconds()}
-		sig, ok := idf.hash(c)
+		sig, ok := idf.Hash(c)
 		switch {
 		case s.stop != "":
 			u.Status, u.Result = ToolBlocked, "not passed to the client: the stage stopped ("+s.stop+")"
@@ -345,7 +314,7 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 		// The round trip: from the call passed to the client to its
 		// result, in the chain's first request's time (resume).
 		u.DurationMS = time.Since(r.t0).Milliseconds() - u.StartMS
-		if clientError(res) || r.missesRequired(p) {
+		if judge.ClientError(res) || r.missesRequired(p) {
 			u.Status = ToolError
 		}
 		if s.clientRes == nil {
@@ -382,29 +351,6 @@ func (r *run) clientResults(s *stage, pending []pendingCall, msgs []Message) err
 	}
 	r.trace.Stages[s.idx] = s.st
 	return nil
-}
-
-// clientError reads a client's tool result as a failure when it says so.
-// OpenAI's tool messages carry no error flag, so the text tells: agent
-// frameworks (LangChain's ToolMessage, the AI SDK) write a failed tool as
-// text that starts with "Error", and so does the Anthropic front for a
-// tool_result with is_error; Claude Code wraps its failures in
-// <tool_use_error> (what a router hands on of them); Qwen Code's tool
-// message for arguments its validator refused is the validator's text
-// alone, "params must have required property 'file_path'" or
-// "params/limit must be integer" (SchemaValidator.validate, Ajv's
-// errorsText with dataVar "params", in the bundle of @qwen-code/qwen-code
-// 0.24.4, web/testdata/agents/npm; on its Anthropic wire it sets is_error).
-func clientError(res string) bool {
-	t := strings.TrimSpace(res)
-	switch {
-	case len(t) >= 5 && strings.EqualFold(t[:5], "error"),
-		strings.HasPrefix(t, "<tool_use_error>"),
-		strings.HasPrefix(t, "params must "), strings.HasPrefix(t, "params/") && strings.Contains(t, " must "),
-		strings.HasPrefix(t, "Value of params must be an object"):
-		return true
-	}
-	return false
 }
 
 // missesRequired reports whether a call passed to the client lacked an

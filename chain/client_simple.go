@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"chainproxy/chain/judge"
 )
 
 // clientTurns answers a request that carries its own tools: the client
 // executes them, so the proxy only offers them (honouring tool_choice),
 // removes duplicate calls from a batch, and refuses to pass on a call the
-// conversation shows going nowhere (see JudgeClientCalls).
+// conversation shows going nowhere (see judge.ClientCalls).
 func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 	offered := r.req.ClientTools
 	tc := r.req.ToolChoice
@@ -26,7 +28,7 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 		}
 	}
 	mustCall := len(offered) > 0 && (tc.Mode == "function" || tc.Mode == "required")
-	history := ClientHistoryOf(r.req.Messages, r.req.ClientTools)
+	history := judge.ClientHistoryOf(r.req.Messages, r.req.ClientTools)
 	reasked := false
 	for {
 		msg, err := r.call(ctx, s, offered)
@@ -102,9 +104,9 @@ type loopCall struct {
 // filterClientCalls drops batch duplicates and calls whose arguments went
 // over tools.max_args_bytes (cut short, they are no call to pass on), and
 // separates the looping calls, recording all in the trace.
-func (r *run) filterClientCalls(s *stage, calls []ToolCall, history ClientHistory) (keep []ToolCall, looping []loopCall, tooLong []ToolCall) {
+func (r *run) filterClientCalls(s *stage, calls []ToolCall, history judge.ClientHistory) (keep []ToolCall, looping []loopCall, tooLong []ToolCall) {
 	limit := r.e.cfg.Tools.MaxArgsBytes
-	for i, j := range JudgeClientCalls(calls, r.req.ClientTools, history, r.e.cfg.Antiloop.MaxPolls) {
+	for i, j := range judge.ClientCalls(calls, r.req.ClientTools, history, r.e.cfg.Antiloop.MaxPolls) {
 		c := calls[i]
 		u := ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: j.Status, Result: j.Reason, Client: true, StartMS: time.Since(r.t0).Milliseconds()}
 		switch {

@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 
+	"chainproxy/chain/toolfit"
 	"chainproxy/memory"
 )
 
@@ -30,5 +31,5 @@ func (e *Engine) CountTokens(ctx context.Context, model string, msgs []Message, 
 	if n := e.nodes[node]; n != nil {
 		ratio = e.calibration.Ratio(ctx, n.Model)
 	}
-	return memory.Tokens(memory.Chars(msgs)+toolChars(tools), ratio), nil
+	return memory.Tokens(memory.Chars(msgs)+toolfit.Chars(tools), ratio), nil
 }

@@ -12,6 +12,12 @@
 // It knows nothing of HTTP serving: it must not import web or gin.
 // Callers observe a run through Events delivered to a callback.
 //
+// What needs none of the engine's workings lives in subpackages, which
+// import the node layer and never chain: the trace and its events (trace),
+// the choice of tools for a small window (toolfit), the OpenTelemetry
+// spans (spans) and the judges (judge). docs/architecture.md draws the
+// packages and one model call's layers.
+//
 // # Client tools in the chain
 //
 // In the reflexive chain, the stages with tools are offered the client's

@@ -106,7 +106,7 @@ type Engine struct {
 	calibration *memory.Calibration
 	// summaries are the summarizer calls in progress, which concurrent
 	// requests of one conversation share.
-	summaries flights
+	summaries memory.Flights
 	// redact masks configured secrets in what the chain writes.
 	redact redact.Redactor
 	// aliases are model_aliases, most specific first.

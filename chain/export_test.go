@@ -3,12 +3,4 @@ package chain
 // SummaryWaiters is how many requests wait for summarizer calls in
 // progress, the one making each call included: a test waits on it rather
 // than sleeping until a second request has joined the call.
-func SummaryWaiters(e *Engine) int {
-	e.summaries.mu.Lock()
-	defer e.summaries.mu.Unlock()
-	var n int
-	for _, fl := range e.summaries.m {
-		n += fl.waiting
-	}
-	return n
-}
+func SummaryWaiters(e *Engine) int { return e.summaries.Waiting() }

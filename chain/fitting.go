@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/cespare/xxhash/v2"
 
 	"chainproxy/antiloop"
 	"chainproxy/chain/node"
+	"chainproxy/chain/toolfit"
 	"chainproxy/config"
 	"chainproxy/memory"
 )
@@ -125,7 +123,7 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 		return budget
 	}
 	ratio := r.e.calibration.Ratio(ctx, s.node.Model)
-	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolChars(s.tools), Ratio: ratio}
+	in := memory.Input{Window: window, Reserve: r.reserve(window), ToolChars: toolfit.Chars(s.tools), Ratio: ratio}
 	msgs := r.req.Messages
 	q := len(msgs) - 1
 	for q > 0 && msgs[q].Role != "user" {
@@ -143,23 +141,6 @@ func (r *run) findingsBudget(ctx context.Context, s *stage, sys string) int {
 // templates render that of the current exchange; the OpenAI-compatible
 // one leaves it out.
 func sendsThinking(n *Node) bool { return n.Provider == config.ProviderOllama }
-
-// toolsPreamble is what a chat template adds when tools are offered: the
-// instructions around their definitions (qwen's and llama's run to 400–600
-// characters).
-const toolsPreamble = 500
-
-// toolChars is what the tool definitions offered weigh in a prompt.
-func toolChars(tools []Tool) int {
-	if len(tools) == 0 {
-		return 0
-	}
-	n := toolsPreamble
-	for _, t := range tools {
-		n += len(t.Name) + len(t.Description) + len(t.Parameters) + memory.MessageOverhead
-	}
-	return n
-}
 
 // question is the index in s.msgs of the user's current question: the last
 // user message the stage was given (its own notes come after s.base).
@@ -186,7 +167,7 @@ type fitted struct {
 // lowers the budget after the node refused a prompt estimated to fit.
 func (r *run) fit(ctx context.Context, s *stage, offered []Tool, tighten float64) (fitted, error) {
 	window := r.e.Window(s.node)
-	tc := toolChars(offered)
+	tc := toolfit.Chars(offered)
 	if window == 0 || r.relay {
 		return fitted{msgs: s.msgs, chars: memory.Chars(s.msgs) + tc}, nil
 	}
@@ -315,8 +296,7 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, bool,
 	}
 	asked := time.Now()
 	defer func() { r.upstream += time.Since(asked) }()
-	key := flightKey{node: n.Name, prompt: promptHash(prompt)}
-	return r.e.summaries.do(ctx, key, r.e.cfg.Memory.SummaryTimeout, func(ctx context.Context) (string, error) {
+	return r.e.summaries.Do(ctx, n.Name, prompt, r.e.cfg.Memory.SummaryTimeout, func(ctx context.Context) (string, error) {
 		return f.call(ctx, n, prompt, asked)
 	})
 }
@@ -325,7 +305,8 @@ func (f *folder) Summarize(ctx context.Context, prompt []Message) (string, bool,
 // bounded), and records it in the stage's trace.
 func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time.Time) (string, error) {
 	r, s := f.r, f.s
-	mc := ModelCall{Turn: s.st.Turns + 1, Kind: "summary", Node: n.Name, StartMS: asked.Sub(r.t0).Milliseconds(), sent: prompt}
+	mc := ModelCall{Turn: s.st.Turns + 1, Kind: "summary", Node: n.Name, StartMS: asked.Sub(r.t0).Milliseconds()}
+	mc.KeepPrompt(prompt, nil)
 	if r.e.admission != nil {
 		release, err := r.e.admission.Acquire(ctx, n.Name, r.req.Batch)
 		if err != nil {
@@ -357,7 +338,7 @@ func (f *folder) call(ctx context.Context, n *Node, prompt []Message, asked time
 		return nil
 	})
 	mc.DurationMS = time.Since(began).Milliseconds()
-	mc.split(load)
+	mc.SplitLoad(load)
 	if usage != nil {
 		mc.Usage = *usage
 		s.st.Usage = s.st.Usage.Add(*usage)
@@ -416,106 +397,5 @@ func (f *folder) Store(ctx context.Context, key string, s memory.Summary) {
 	}
 	if data, err := json.Marshal(s); err == nil {
 		_ = f.r.e.kv.Set(context.WithoutCancel(ctx), key, data, f.r.e.cfg.Memory.SummaryTTL)
-	}
-}
-
-// flightKey is one summarizer call: the summarizer node and the prompt,
-// which the turns to fold, the summary they extend and the words asked
-// determine.
-type flightKey struct {
-	node   string
-	prompt uint64
-}
-
-// promptHash hashes a prompt's roles and texts (a summarizer's prompt has
-// no parts or tool calls).
-func promptHash(msgs []Message) uint64 {
-	d := xxhash.New()
-	for _, m := range msgs {
-		d.WriteString(m.Role)
-		d.Write([]byte{0})
-		d.WriteString(m.Content)
-		d.Write([]byte{1})
-	}
-	return d.Sum64()
-}
-
-// flights runs one summarizer call per key for the callers that ask for
-// it at the same time. Two requests of one conversation that arrive
-// together (a client that retries while its first request runs, a chat
-// UI's side requests beside the answer) need the same summary of the same
-// turns at the moment the summarizer, a small local model, is busiest: the
-// second waits for the first one's call. Across replicas there is no such
-// wait: a summary made by one is found in the shared store by the next
-// request. The zero value is ready to use.
-type flights struct {
-	mu sync.Mutex
-	m  map[flightKey]*flight
-}
-
-// flight is a call in progress and the callers that still wait for it.
-type flight struct {
-	done    chan struct{}
-	text    string
-	err     error
-	waiting int // callers still waiting, the one making the call included
-	cancel  context.CancelFunc
-}
-
-// do returns call's result for key, making the call unless one for key is
-// in progress, in which case it waits for that one (shared). The call runs
-// in the first caller's goroutine, under a context of its own bounded by
-// timeout and cancelled only when every caller has gone: the first
-// caller's client leaving does not fail the others, who would each make
-// the call again. A caller whose ctx ends stops waiting at once; the first
-// one returns when the call does.
-func (g *flights) do(ctx context.Context, key flightKey, timeout time.Duration, call func(context.Context) (string, error)) (string, bool, error) {
-	g.mu.Lock()
-	if fl, ok := g.m[key]; ok {
-		fl.waiting++
-		g.mu.Unlock()
-		select {
-		case <-fl.done:
-			return fl.text, true, fl.err
-		case <-ctx.Done():
-			g.leave(key, fl)
-			return "", true, fmt.Errorf("waiting for a summary: %w", context.Cause(ctx))
-		}
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	fl := &flight{done: make(chan struct{}), waiting: 1, cancel: cancel}
-	if g.m == nil {
-		g.m = map[flightKey]*flight{}
-	}
-	g.m[key] = fl
-	g.mu.Unlock()
-	stop := context.AfterFunc(ctx, func() { g.leave(key, fl) })
-	// Deferred, so that a call that panics does not leave the others
-	// waiting for ever.
-	defer func() {
-		stop()
-		cancel()
-		g.mu.Lock()
-		if g.m[key] == fl {
-			delete(g.m, key)
-		}
-		g.mu.Unlock()
-		close(fl.done)
-	}()
-	fl.text, fl.err = call(cctx)
-	return fl.text, false, fl.err
-}
-
-// leave is a caller of fl that stopped waiting; the last one cancels the
-// call, which no newcomer may then join.
-func (g *flights) leave(key flightKey, fl *flight) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	fl.waiting--
-	if fl.waiting == 0 {
-		fl.cancel()
-		if g.m[key] == fl {
-			delete(g.m, key)
-		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"chainproxy/chain/trace"
 	"chainproxy/config"
 	"chainproxy/memory"
 )
@@ -174,7 +175,7 @@ func (r *run) partsFor(ctx context.Context, s *stage, msgs []Message) []Message 
 	if out == nil {
 		return msgs
 	}
-	r.trace.Reasons = append(r.trace.Reasons, fmt.Sprintf("stage %d (node %s) was not shown %s: %s", s.idx, s.node.Name, partsCount(images, files), why))
+	r.trace.Reasons = append(r.trace.Reasons, fmt.Sprintf("stage %d (node %s) was not shown %s: %s", s.idx, s.node.Name, trace.PartsCount(images, files), why))
 	return out
 }
 
@@ -190,37 +191,5 @@ func partsOmitted(images, files int, n *Node) string {
 	if files == 0 {
 		return memory.ImagesOmitted(images, why)
 	}
-	return "[" + partsCount(images, files) + " of this message not shown: " + why + ".]"
-}
-
-// partsOf counts parts as partsCount says them.
-func partsOf(parts []Part) string {
-	images, files := 0, 0
-	for _, p := range parts {
-		if p.Kind == PartFile {
-			files++
-		} else {
-			images++
-		}
-	}
-	return partsCount(images, files)
-}
-
-// partsCount says "1 image part", "2 file parts", "1 image part and 1
-// file part".
-func partsCount(images, files int) string {
-	say := func(n int, kind string) string {
-		s := fmt.Sprintf("%d %s part", n, kind)
-		if n != 1 {
-			s += "s"
-		}
-		return s
-	}
-	switch {
-	case files == 0:
-		return say(images, "image")
-	case images == 0:
-		return say(files, "file")
-	}
-	return say(images, "image") + " and " + say(files, "file")
+	return "[" + trace.PartsCount(images, files) + " of this message not shown: " + why + ".]"
 }

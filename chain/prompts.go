@@ -2,9 +2,10 @@ package chain
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
+
+	"chainproxy/memory"
 )
 
 // Default role prompts by position in the chain (design 002).
@@ -106,7 +107,7 @@ func (r *run) stageMessages(ctx context.Context, s *stage, done []*stage, i, n i
 	}
 	sys := prompt + "\n\n" + r.limits(s)
 	msgs := append([]Message{{Role: "system", Content: sys}}, r.req.Messages...)
-	found := findings(done, r.findingsBudget(ctx, s, sys))
+	found := memory.Findings(work(done), r.findingsBudget(ctx, s, sys))
 	if found == "" {
 		return msgs
 	}
@@ -145,93 +146,24 @@ func finalNote(stop string) string {
 	return "Tools are no longer available (" + why + "). Using only the tool results above, write your final answer to my question now."
 }
 
-// findings renders the earlier stages' work for the next stage: every tool
-// call with its arguments and result, and each stage's notes. When it exceeds
-// budget characters, the oldest tool results are shortened first to their
-// head lines, then emptied; the tool names and arguments are always kept.
-func findings(done []*stage, budget int) string {
-	type item struct {
-		stage       string
-		name, args  string
-		status      string
-		result      string
-		lines, kept int // lines of the result, lines kept (-1 = all)
-	}
-	var items []*item
-	for _, s := range done {
-		for _, ev := range s.evidence {
-			items = append(items, &item{stage: s.node.Name, name: ev.name, args: ev.args, status: ev.status, result: ev.result, lines: strings.Count(ev.result, "\n") + 1, kept: -1})
-		}
-	}
+// work is what the earlier stages (done) found, as memory.Findings
+// renders it for the next stage: in two allocations, whatever the calls.
+func work(done []*stage) []memory.Work {
 	if len(done) == 0 {
-		return ""
+		return nil
 	}
-	render := func() string {
-		var b strings.Builder
-		b.WriteString("## What the earlier stages found\n")
-		for _, s := range done {
-			fmt.Fprintf(&b, "\n### Stage %s (%s)\n", s.node.Name, s.node.Model)
-			for _, it := range items {
-				if it.stage != s.node.Name {
-					continue
-				}
-				fmt.Fprintf(&b, "- tool %s %s → %s\n", it.name, it.args, it.status)
-				res := it.result
-				if it.kept >= 0 {
-					res = headLines(it.result, it.kept)
-				}
-				if res != "" {
-					b.WriteString("```\n")
-					b.WriteString(res)
-					b.WriteString("\n```\n")
-				}
-			}
-			if a := s.output(); a != "" {
-				fmt.Fprintf(&b, "Notes of %s:\n%s\n", s.node.Name, a)
-			}
+	n := 0
+	for _, d := range done {
+		n += len(d.evidence)
+	}
+	calls := make([]memory.Evidence, 0, n)
+	out := make([]memory.Work, len(done))
+	for i, d := range done {
+		first := len(calls)
+		for _, ev := range d.evidence {
+			calls = append(calls, memory.Evidence{Name: ev.name, Args: ev.args, Status: ev.status, Result: ev.result})
 		}
-		return b.String()
-	}
-	out := render()
-	for _, keep := range []int{5, 0} {
-		for _, it := range items {
-			if len(out) <= budget {
-				return out
-			}
-			if it.kept == -1 || it.kept > keep {
-				it.kept = keep
-				out = render()
-			}
-		}
-	}
-	if len(out) > budget {
-		// Only the notes are left to cut: keep the head, say what was cut.
-		cut := len(out) - budget
-		out = truncateUTF8(out, budget) + fmt.Sprintf("\n… [%d more characters cut to fit the context budget]", cut)
+		out[i] = memory.Work{Node: d.node.Name, Model: d.node.Model, Calls: calls[first:], Notes: d.output()}
 	}
 	return out
-}
-
-// headLines keeps the first n lines of s and says how many more there were.
-func headLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) <= n {
-		return s
-	}
-	more := fmt.Sprintf("… %d more lines", len(lines)-n)
-	if n == 0 {
-		return more
-	}
-	return strings.Join(lines[:n], "\n") + "\n" + more
-}
-
-// truncateUTF8 cuts s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

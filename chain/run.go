@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain/judge"
 	"chainproxy/chain/node"
+	"chainproxy/chain/toolfit"
 )
 
 // run is the state of one request.
@@ -44,7 +45,7 @@ type run struct {
 	hidden map[string]bool
 	// tix indexes the tools the stages with tools choose from
 	// (toolIndex), made at the first choice.
-	tix *toolIndex
+	tix *toolfit.Index
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
 	// question is the user's words the classifier judged, or the name of

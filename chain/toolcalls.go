@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"chainproxy/antiloop"
+	"chainproxy/chain/toolfit"
+	chaintrace "chainproxy/chain/trace"
 	"chainproxy/tools"
 
 	"go.opentelemetry.io/otel/trace"
@@ -51,7 +53,7 @@ func (r *run) execBatch(ctx context.Context, s *stage, calls []ToolCall) ([]Mess
 		if span != nil {
 			r.endToolSpan(span, u, nil, time.Now())
 		}
-		if c.Name != FindTools || !s.finds {
+		if c.Name != toolfit.FindTools || !s.finds {
 			// What find_tools found is the stage's business: the later
 			// stages need the facts, not the tool list.
 			s.evidence = append(s.evidence, evidence{name: c.Name, args: string(u.Args), status: u.Status, result: model})
@@ -83,7 +85,7 @@ func (r *run) judge(ctx context.Context, s *stage, b *batch, i int) error {
 		return nil
 	}
 	args := []byte(c.Arguments)
-	if c.Name == FindTools && s.finds {
+	if c.Name == toolfit.FindTools && s.finds {
 		r.judgeFind(ctx, s, b, i)
 		return nil
 	}
@@ -228,29 +230,10 @@ func (r *run) runTool(ctx context.Context, c ToolCall, sig uint64, key tools.Key
 	return nil
 }
 
-// traceArgs is argsJSON capped at tools.trace_result_bytes, as results are.
+// traceArgs is the trace form of arguments (trace.Args), capped at
+// tools.trace_result_bytes, as results are.
 func (r *run) traceArgs(args string) json.RawMessage {
-	return argsJSON(args, r.e.cfg.Tools.TraceResultBytes)
-}
-
-// argsJSON is the trace form of arguments: the object when it parses, else
-// the raw text as a JSON string, so a malformed call is still shown.
-// Arguments longer than limit (when positive) are kept as a string cut at
-// limit bytes, with a note of their size: a trace holds no more of a call
-// than of its result.
-func argsJSON(args string, limit int) json.RawMessage {
-	if strings.TrimSpace(args) == "" {
-		return json.RawMessage("{}")
-	}
-	if limit > 0 && len(args) > limit {
-		b, _ := json.Marshal(tools.Truncate(args, limit))
-		return b
-	}
-	if json.Valid([]byte(args)) {
-		return json.RawMessage(args)
-	}
-	b, _ := json.Marshal(args)
-	return b
+	return chaintrace.Args(args, r.e.cfg.Tools.TraceResultBytes)
 }
 
 // argsTooLong is what the model is told of a call whose arguments went

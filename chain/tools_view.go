@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"chainproxy/chain/node"
+	"chainproxy/chain/toolfit"
 	"chainproxy/tools"
 )
 
@@ -16,7 +17,7 @@ type toolView struct {
 	specs   []Tool
 	names   []string
 	// index is specs ready for choosing the tools that fit a window.
-	index *toolIndex
+	index *toolfit.Index
 	// list is names joined for a stage's limits, which every simple and
 	// chain request states in its system prompt.
 	list string
@@ -51,7 +52,7 @@ func (e *Engine) tools() *toolView {
 }
 
 func (e *Engine) newToolView() *toolView {
-	tv := &toolView{index: newToolIndex(nil)}
+	tv := &toolView{index: toolfit.New(nil)}
 	if e.runner == nil {
 		return tv
 	}
@@ -65,7 +66,7 @@ func (e *Engine) newToolView() *toolView {
 		tv.names = append(tv.names, s.Name)
 	}
 	tv.list = strings.Join(tv.names, ", ")
-	tv.index = newToolIndex(tv.specs)
+	tv.index = toolfit.New(tv.specs)
 	return tv
 }
 

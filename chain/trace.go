@@ -1,244 +1,67 @@
 package chain
 
-import (
-	"encoding/json"
-	"time"
+import "chainproxy/chain/trace"
 
-	"chainproxy/chain/node"
+// The trace's vocabulary, declared in package trace with the views and the
+// stored document made of it, named here too because the engine's API
+// (Result, Failure, the events of Run) is written in it.
+type (
+	// Trace is what the chain did for one request (trace.Trace).
+	Trace = trace.Trace
+	// StageTrace is one stage of a Trace (trace.StageTrace).
+	StageTrace = trace.StageTrace
+	// ToolUse is one tool call of a stage (trace.ToolUse).
+	ToolUse = trace.ToolUse
+	// ModelCall is one call to a stage's node (trace.ModelCall).
+	ModelCall = trace.ModelCall
+	// ContextTrace is how a stage's prompts were fitted (trace.ContextTrace).
+	ContextTrace = trace.ContextTrace
+	// ContextAction is one thing the fitting did (trace.ContextAction).
+	ContextAction = trace.ContextAction
+	// ToolsTrace is how a stage's tools were fitted (trace.ToolsTrace).
+	ToolsTrace = trace.ToolsTrace
+	// Event is a step of a run, reported as it happens (trace.Event).
+	Event = trace.Event
+	// Paused is a chain that waited for its client's tools (trace.Paused).
+	Paused = trace.Paused
+)
+
+// Event kinds, in the order a run emits them.
+const (
+	EventClassified = trace.EventClassified
+	EventStageStart = trace.EventStageStart
+	EventTurn       = trace.EventTurn
+	EventTool       = trace.EventTool
+	EventStageEnd   = trace.EventStageEnd
+	EventDelta      = trace.EventDelta
 )
 
 // Modes of a request.
 const (
-	ModeSimple    = "simple"
-	ModeReflexive = "reflexive"
+	ModeSimple    = trace.ModeSimple
+	ModeReflexive = trace.ModeReflexive
 )
 
-// Stage statuses in a trace.
+// Stage statuses in a trace (see package trace for each one's meaning).
 const (
-	StageOK                  = "ok"
-	StageStoppedRepeat       = "stopped_repeat"
-	StageStoppedBudget       = "stopped_budget"
-	StageStoppedFormatErrors = "stopped_format_errors"
-	StageSkippedOffline      = "skipped_offline"
-	StageFailed              = "failed"
-	// StageDegenerate: the stage answered, but emptily, in a repetition
-	// loop, or by copying an earlier stage's answer (see the stage's error).
-	StageDegenerate = "degenerate"
+	StageOK                  = trace.StageOK
+	StageStoppedRepeat       = trace.StageStoppedRepeat
+	StageStoppedBudget       = trace.StageStoppedBudget
+	StageStoppedFormatErrors = trace.StageStoppedFormatErrors
+	StageStoppedNoProgress   = trace.StageStoppedNoProgress
+	StageSkippedOffline      = trace.StageSkippedOffline
+	StageSkippedContext      = trace.StageSkippedContext
+	StageFailed              = trace.StageFailed
+	StageDegenerate          = trace.StageDegenerate
+	StageAwaitingClient      = trace.StageAwaitingClient
 )
-
-// StageSkippedContext is the status of a stage whose node's window cannot
-// take even the parts of the prompt always kept (instructions, the user's
-// question, the latest turn): the next stage goes on without it.
-const StageSkippedContext = "skipped_context"
-
-// StageStoppedNoProgress is the status of a stage stopped after several
-// turns in a row whose calls all failed, were refused or repeats, or
-// returned nothing.
-const StageStoppedNoProgress = "stopped_no_progress"
 
 // Tool call statuses in a trace.
 const (
-	ToolOK        = "ok"
-	ToolError     = "error"
-	ToolDuplicate = "duplicate"
-	ToolCached    = "cached"
-	ToolBlocked   = "blocked"
+	ToolOK        = trace.ToolOK
+	ToolError     = trace.ToolError
+	ToolDuplicate = trace.ToolDuplicate
+	ToolCached    = trace.ToolCached
+	ToolBlocked   = trace.ToolBlocked
+	ToolClient    = trace.ToolClient
 )
-
-// Trace is what the chain did for one request: the public "chain" field of
-// responses. Its JSON shape is a contract with clients and the cockpit.
-type Trace struct {
-	Mode    string       `json:"mode"`
-	Reasons []string     `json:"reasons"`
-	Turns   int          `json:"turns"`
-	Stages  []StageTrace `json:"stages"`
-}
-
-// StageTrace is one stage of a Trace.
-type StageTrace struct {
-	Node   string `json:"node"`
-	Model  string `json:"model"`
-	Turns  int    `json:"turns"`
-	Status string `json:"status"`
-	// StartMS is when the stage started, in milliseconds from the start of
-	// the request that ran it: with DurationMS, its place on a timeline.
-	StartMS    int64     `json:"start_ms"`
-	DurationMS int64     `json:"duration_ms"`
-	Usage      Usage     `json:"usage"`
-	ToolsUsed  []ToolUse `json:"tools_used"`
-	// Calls are the stage's model calls, in order: where its time went.
-	Calls []ModelCall `json:"calls,omitempty"`
-	// Context says how the stage's prompts were fitted to its node's
-	// window; nil when the window is unknown and nothing was measured.
-	Context *ContextTrace `json:"context,omitempty"`
-	// Tools says how the stage's tools were fitted to its node's window:
-	// how many were offered, which were withheld and why, which
-	// find_tools found (toolfit.go).
-	ToolFit *ToolsTrace `json:"tool_fit,omitempty"`
-	// Output is the text the stage produced: OL1's notes, M1's synthesis,
-	// the answering stage's answer.
-	Output string `json:"output"`
-	// Reasoning is the node's thinking text, when it gives one.
-	Reasoning string `json:"reasoning,omitempty"`
-	// Cut says what a response left out of Output and Reasoning (see
-	// Trace.Capped); the stored trace has them whole.
-	Cut string `json:"cut,omitempty"`
-	// Error says why a stage failed or was skipped.
-	Error string `json:"error,omitempty"`
-	// FinishReason is why the upstream ended the stage's last model call
-	// ("stop", "length", "tool_calls", "content_filter"): only the
-	// answering stage's reaches the client's finish_reason, so an earlier
-	// stage cut at its token limit shows here.
-	FinishReason string `json:"finish_reason,omitempty"`
-}
-
-// ToolUse is one tool call of a stage.
-type ToolUse struct {
-	Name string `json:"name"`
-	// Args are the call's arguments: the JSON object when they parsed, else
-	// the raw text as a JSON string.
-	Args       json.RawMessage `json:"args"`
-	Status     string          `json:"status"`
-	Result     string          `json:"result"`
-	StartMS    int64           `json:"start_ms"`
-	DurationMS int64           `json:"duration_ms"`
-	// Client marks a call of one of the client's tools: its duration is
-	// the round trip to the client, from the response that passed it to
-	// the request that brought its result.
-	Client bool `json:"client,omitempty"`
-}
-
-// ModelCall is one call to a stage's node: the time it waited for a slot
-// (admission), the time the node took, and what it reported.
-type ModelCall struct {
-	// Turn is the stage's turn the call belongs to; the final tool-less
-	// call of a stopped stage has the number of the stage's last turn.
-	Turn int `json:"turn"`
-	// StartMS is when the call asked for a slot, in milliseconds from the
-	// start of the request; QueueMS is how long it waited for one, and
-	// DurationMS how long the node took once it had one.
-	StartMS    int64 `json:"start_ms"`
-	QueueMS    int64 `json:"queue_ms"`
-	DurationMS int64 `json:"duration_ms"`
-	// LoadMS and GenerationMS split DurationMS when the node says where
-	// its time went (Ollama's load_duration, node.Chunk.Load): LoadMS is
-	// how long the node took to have the model ready (a load, and the
-	// wait for the models it evicted), GenerationMS the rest. Both are
-	// omitted when the node says nothing (OpenAI-compatible servers).
-	LoadMS       *int64 `json:"load_ms,omitempty"`
-	GenerationMS *int64 `json:"generation_ms,omitempty"`
-	Usage        Usage  `json:"usage"`
-	FinishReason string `json:"finish_reason,omitempty"`
-	// Error says why the call failed, when it did.
-	Error string `json:"error,omitempty"`
-	// Cut says why the proxy ended the call before the node finished:
-	// its content and reasoning reached nodes[].max_output_bytes.
-	Cut string `json:"cut,omitempty"`
-	// Kind is "summary" for a summarizer call made to fit the stage's
-	// prompt, on Node; empty for the stage's own turns.
-	Kind string `json:"kind,omitempty"`
-	Node string `json:"node,omitempty"`
-	// Messages are the messages the call sent, capped and with secrets
-	// redacted; only the stored trace (GET /v1/chain/traces/{id}) has them.
-	Messages []PromptMessage `json:"messages,omitempty"`
-	// sent and marks are the messages as sent and their fitting marks,
-	// turned into Messages only for the stored trace (WithPrompts): most
-	// traces go to a client that never reads them.
-	sent  []Message
-	marks []string
-}
-
-// split sets LoadMS and GenerationMS from the load the node reported
-// (node.Chunk.Load), once DurationMS is set; nothing when it reported none.
-// The load is bounded by the call's duration, which the proxy measured
-// around it: the two add up to DurationMS.
-func (c *ModelCall) split(load time.Duration) {
-	if load <= 0 {
-		return
-	}
-	l := min(load.Milliseconds(), c.DurationMS)
-	g := c.DurationMS - l
-	c.LoadMS, c.GenerationMS = &l, &g
-}
-
-// LoadedModel reports whether the call loaded its model: its node reported
-// a load of node.LoadThreshold or more. The trace's load is what counts
-// model loads everywhere (chainproxy_model_loads_total, eval's
-// model_loads), so that they agree.
-func (c *ModelCall) LoadedModel() bool {
-	return c.LoadMS != nil && *c.LoadMS >= node.LoadThreshold.Milliseconds()
-}
-
-// PromptMessage is one message a model call sent, as the node received it.
-type PromptMessage struct {
-	Role       string           `json:"role"`
-	Content    string           `json:"content"`
-	Name       string           `json:"name,omitempty"`
-	ToolCallID string           `json:"tool_call_id,omitempty"`
-	ToolCalls  []PromptToolCall `json:"tool_calls,omitempty"`
-	// Fit marks a message the context fitting made or changed: "summary"
-	// (older turns folded), "shortened" (a tool result cut in the
-	// middle), "earlier_questions" (the list of the user's earlier
-	// questions), "omitted" (the marker for dropped turns).
-	Fit string `json:"fit,omitempty"`
-}
-
-// PromptToolCall is a tool call inside a PromptMessage.
-type PromptToolCall struct {
-	ID        string `json:"id,omitempty"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-// Fitting marks on PromptMessage.Fit.
-const (
-	FitSummary          = "summary"
-	FitShortened        = "shortened"
-	FitEarlierQuestions = "earlier_questions"
-	FitOmitted          = "omitted"
-)
-
-// ContextTrace is how a stage's prompts were fitted to its node's window.
-type ContextTrace struct {
-	// Window is the node's context window in tokens.
-	Window int `json:"window"`
-	// EstimatedTokens is the proxy's estimate of the largest prompt the
-	// stage sent; ReportedTokens is what the node reported for it.
-	EstimatedTokens int `json:"estimated_tokens"`
-	ReportedTokens  int `json:"reported_tokens,omitempty"`
-	// Overflow is true when a reported prompt reached the window: the
-	// upstream may have cut it anyway.
-	Overflow bool            `json:"overflow,omitempty"`
-	Actions  []ContextAction `json:"actions,omitempty"`
-}
-
-// ContextAction is one thing the fitting did to a prompt.
-type ContextAction struct {
-	// Action is "shortened" (a tool result), "summarized" (turns folded
-	// into a summary), "reused" (a cached summary), "dropped" (turns left
-	// out), "images_dropped" (an earlier turn's images left out) or
-	// "refit" (fitted again after the node refused the prompt).
-	Action    string `json:"action"`
-	FromTurn  int    `json:"from_turn,omitempty"`
-	ToTurn    int    `json:"to_turn,omitempty"`
-	SummaryID string `json:"summary_id,omitempty"`
-	Detail    string `json:"detail,omitempty"`
-}
-
-// Usage is the sum of the stages' token usage.
-func (t *Trace) Usage() Usage {
-	var u Usage
-	for _, s := range t.Stages {
-		u = u.Add(s.Usage)
-	}
-	return u
-}
-
-// ToolsUsed lists every tool call of every stage, in order.
-func (t *Trace) ToolsUsed() []ToolUse {
-	out := []ToolUse{}
-	for _, s := range t.Stages {
-		out = append(out, s.ToolsUsed...)
-	}
-	return out
-}

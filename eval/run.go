@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // Runner answers one request: the proxy's *chain.Engine, the very engine
@@ -198,7 +199,7 @@ type kept struct {
 	traceID, id, mode string
 	judge             bool
 	tr                *chain.Trace
-	sum               chain.TraceSummary
+	sum               trace.TraceSummary
 }
 
 // ask runs one job, and the judge when the item needs it, and returns the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // TraceStore keeps a trace document under a key: the proxy's store
@@ -21,7 +22,7 @@ type TraceStore interface {
 // SummaryFeed is the optional capability of a TraceStore that shares the
 // cockpit's trace list between the proxies on one store (store.Store's
 // PutSummary, which web's TraceFeed reads): a summary put there under
-// chain.TraceKey(owner, id) is listed in their cockpits.
+// trace.TraceKey(owner, id) is listed in their cockpits.
 type SummaryFeed interface {
 	PutSummary(ctx context.Context, key string, data []byte) error
 }
@@ -29,13 +30,13 @@ type SummaryFeed interface {
 // Sharing keeps each answer's trace, and each judging's, where a proxy's
 // cockpit lists and opens it: in the store a server on the same
 // configuration reads (Redis), as the document the server itself stores
-// (chain.TraceDocument), under the callers who may open it, and its
+// (trace.TraceDocument), under the callers who may open it, and its
 // summary in the shared trace list, as a replica of its own would.
 type Sharing struct {
 	Store TraceStore
-	// Owners are the callers a document is kept under (chain.TraceKey):
+	// Owners are the callers a document is kept under (trace.TraceKey):
 	// "" for a server without API keys, else each admin key's
-	// chain.CallerID.
+	// trace.CallerID.
 	Owners []string
 	// Redact masks the prompts a kept trace shows, as the server's are.
 	Redact func(string) string
@@ -53,10 +54,10 @@ const questionCap = 200
 
 // summary is the head of the trace document of req, run as traceID: the
 // chain as the cockpit's list shows it.
-func summary(traceID string, latencyMS int64, req *chain.RunRequest, started int64, tr *chain.Trace, runErr error) chain.TraceSummary {
-	s := chain.TraceSummary{TraceID: traceID, Started: started, Question: question(req.Messages), Mode: tr.Mode,
-		Status: chain.TraceStatus(tr, runErr), DurationMS: latencyMS, Client: req.Client}
-	s.Stages, s.Tokens = chain.Badges(tr)
+func summary(traceID string, latencyMS int64, req *chain.RunRequest, started int64, tr *chain.Trace, runErr error) trace.TraceSummary {
+	s := trace.TraceSummary{TraceID: traceID, Started: started, Question: question(req.Messages), Mode: tr.Mode,
+		Status: trace.TraceStatus(tr, runErr), DurationMS: latencyMS, Client: req.Client}
+	s.Stages, s.Tokens = trace.Badges(tr)
 	return s
 }
 
@@ -82,7 +83,7 @@ func capQuestion(q string) string {
 }
 
 // put keeps the trace document of sum and tr under each owner.
-func (s *Sharing) put(ctx context.Context, sum *chain.TraceSummary, tr *chain.Trace) error {
+func (s *Sharing) put(ctx context.Context, sum *trace.TraceSummary, tr *chain.Trace) error {
 	if tr.HasPrompts() {
 		full := tr.WithPrompts(s.Redact)
 		tr = &full
@@ -95,10 +96,10 @@ func (s *Sharing) put(ctx context.Context, sum *chain.TraceSummary, tr *chain.Tr
 	if err != nil {
 		return err
 	}
-	doc := chain.TraceDocument(head, body)
+	doc := trace.TraceDocument(head, body)
 	var errs []error
 	for _, who := range s.Owners {
-		errs = append(errs, s.Store.PutTrace(ctx, chain.TraceKey(who, sum.TraceID), doc))
+		errs = append(errs, s.Store.PutTrace(ctx, trace.TraceKey(who, sum.TraceID), doc))
 	}
 	if feed, ok := s.Store.(SummaryFeed); ok && len(s.Owners) > 0 && errors.Join(errs...) == nil {
 		errs = append(errs, s.list(ctx, feed, sum))
@@ -110,12 +111,12 @@ func (s *Sharing) put(ctx context.Context, sum *chain.TraceSummary, tr *chain.Tr
 // an admin key lists every owner's chains, so a copy under each admin
 // would be listed once per admin. It is listed after its document is
 // kept, so that a cockpit that lists it opens it.
-func (s *Sharing) list(ctx context.Context, feed SummaryFeed, sum *chain.TraceSummary) error {
+func (s *Sharing) list(ctx context.Context, feed SummaryFeed, sum *trace.TraceSummary) error {
 	s.once.Do(func() { s.replica = "eval-" + newID()[:12] })
 	who := s.Owners[0]
-	data, err := json.Marshal(&chain.SharedSummary{Replica: s.replica, Seq: s.seq.Add(1), Owner: who, At: time.Now().UnixMilli(), Summary: *sum})
+	data, err := json.Marshal(&trace.SharedSummary{Replica: s.replica, Seq: s.seq.Add(1), Owner: who, At: time.Now().UnixMilli(), Summary: *sum})
 	if err != nil {
 		return err
 	}
-	return feed.PutSummary(ctx, chain.TraceKey(who, sum.TraceID), data)
+	return feed.PutSummary(ctx, trace.TraceKey(who, sum.TraceID), data)
 }

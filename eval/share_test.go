@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // memTraces is a TraceStore in memory; fail makes every put fail.
@@ -54,13 +55,13 @@ func TestShareKeepsEachTraceUnderEachOwner(t *testing.T) {
 	}
 	for _, r := range res {
 		for _, who := range owners {
-			data, ok := st.docs[chain.TraceKey(who, r.TraceID)]
+			data, ok := st.docs[trace.TraceKey(who, r.TraceID)]
 			if !ok {
 				t.Errorf("%s under %s: nothing under owner %q", r.ID, r.Mode, who)
 				continue
 			}
 			var doc struct {
-				chain.TraceSummary
+				trace.TraceSummary
 				Chain chain.Trace `json:"chain"`
 			}
 			if err := json.Unmarshal(data, &doc); err != nil {
@@ -71,7 +72,7 @@ func TestShareKeepsEachTraceUnderEachOwner(t *testing.T) {
 				t.Errorf("%s under %s: document %+v, want id %s question %q client chainproxy-eval mode %s, %d stages",
 					r.ID, r.Mode, doc.TraceSummary, r.TraceID, wantQ, r.Routed, len(r.Stages))
 			}
-			if got, want := doc.Status, chain.TraceStatus(&doc.Chain, nil); got != want {
+			if got, want := doc.Status, trace.TraceStatus(&doc.Chain, nil); got != want {
 				t.Errorf("%s under %s: status %q, want %q", r.ID, r.Mode, got, want)
 			}
 		}
@@ -139,12 +140,12 @@ func TestShareListsEachTraceOnce(t *testing.T) {
 	replicas := map[string]bool{}
 	seqs := map[uint64]bool{}
 	for id, judging := range want {
-		data, ok := st.sums[chain.TraceKey("admin1", id)]
+		data, ok := st.sums[trace.TraceKey("admin1", id)]
 		if !ok {
 			t.Errorf("trace %s not listed under the first owner", id)
 			continue
 		}
-		var m chain.SharedSummary
+		var m trace.SharedSummary
 		if err := json.Unmarshal(data, &m); err != nil {
 			t.Fatal(err)
 		}

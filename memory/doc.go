@@ -17,7 +17,9 @@
 // It is a package of its own, below chain, because the messages, the
 // window arithmetic and the summary cache are one concept with no need of
 // the stage engine: chain owns the calls (it runs the summarizer and
-// records what was sent), memory owns what goes in them. Message and
+// records what was sent), memory owns what goes in them (the earlier
+// stages' findings that head a stage's question among them: Findings), and
+// lets concurrent requests share one summarizer call (Flights). Message and
 // ToolCall are the backends' own (package node, which imports no memory):
 // memory names them for its API, as chain does.
 package memory

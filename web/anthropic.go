@@ -500,6 +500,18 @@ func checkMessagesLimits(req *messagesRequest, maxMessages int) error {
 	return nil
 }
 
+func (r *messagesRequest) model() string { return r.Model }
+
+// user is Claude Code's session id, which it sends as metadata.user_id.
+func (r *messagesRequest) user() string {
+	if r.Metadata != nil {
+		return r.Metadata.UserID
+	}
+	return ""
+}
+
+func (r *messagesRequest) droppedTools() []string { return r.dropped }
+
 // toRunRequest converts a validated request to the chain's form.
 func (r *messagesRequest) toRunRequest() *chain.RunRequest {
 	req := &chain.RunRequest{

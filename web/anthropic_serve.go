@@ -16,16 +16,8 @@ import (
 // the same engine as the other fronts, for Claude Code and the Anthropic
 // SDKs. Query strings (Claude Code's ?beta=true) are accepted and ignored.
 func (s *Server) messages(c *gin.Context) {
-	wire, f, ok := openFront(s, c, "/v1/messages", decodeMessagesRequest, checkMessagesLimits, func(w *messagesRequest) string { return w.Model })
+	wire, req, f, ok := openFront(s, c, "/v1/messages", decodeMessagesRequest, checkMessagesLimits, (*messagesRequest).toRunRequest)
 	if !ok {
-		return
-	}
-	req := wire.toRunRequest()
-	user := ""
-	if wire.Metadata != nil {
-		user = wire.Metadata.UserID // Claude Code puts its session id there
-	}
-	if !s.prepare(c, &f, req, user, wire.dropped) {
 		return
 	}
 	id := "msg_" + s.objectID(c, f.traceID)

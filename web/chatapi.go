@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // chatRequestBody is design 002's /chat request.
@@ -36,7 +37,7 @@ type chatResponseBody struct {
 }
 
 func toChatResponse(traceID string, res *chain.Result) *chatResponseBody {
-	capped, _ := res.Trace.Capped(chain.OutputCap)
+	capped, _ := res.Trace.Capped(trace.OutputCap)
 	return &chatResponseBody{
 		TraceID: traceID, Reply: res.Message.Content, Mode: res.Trace.Mode, Reasons: res.Trace.Reasons,
 		Turns: res.Trace.Turns, Chain: capped.Stages, ToolsUsed: res.Trace.ToolsUsed(), Usage: res.Trace.Usage(),

@@ -14,12 +14,8 @@ import (
 
 // chatCompletions serves POST /v1/chat/completions.
 func (s *Server) chatCompletions(c *gin.Context) {
-	wire, f, ok := openFront(s, c, "/v1/chat/completions", decodeChatRequest, checkLimits, func(w *chatRequest) string { return w.Model })
+	wire, req, f, ok := openFront(s, c, "/v1/chat/completions", decodeChatRequest, checkLimits, (*chatRequest).toRunRequest)
 	if !ok {
-		return
-	}
-	req := wire.toRunRequest()
-	if !s.prepare(c, &f, req, wire.User, nil) {
 		return
 	}
 	render := s.cfg.Chain.Render

@@ -509,6 +509,14 @@ func (r *chatRequest) stop() ([]string, error) {
 	return many, nil
 }
 
+func (r *chatRequest) model() string { return r.Model }
+
+func (r *chatRequest) user() string { return r.User }
+
+// droppedTools is nil: Chat Completions leaves none of the client's tools
+// out.
+func (r *chatRequest) droppedTools() []string { return nil }
+
 // toRunRequest converts a validated request to the chain's form.
 func (r *chatRequest) toRunRequest() *chain.RunRequest {
 	msgs := make([]chain.Message, len(r.Messages))

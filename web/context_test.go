@@ -16,6 +16,7 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -212,7 +213,7 @@ func TestContextLongConversation(t *testing.T) {
 	for _, m := range stored.Stages[0].Calls[1].Messages {
 		marks[m.Fit] = true
 	}
-	if !marks[chain.FitSummary] || !marks[chain.FitEarlierQuestions] {
+	if !marks[trace.FitSummary] || !marks[trace.FitEarlierQuestions] {
 		t.Fatalf("stored prompt marks %v, want summary and earlier_questions", marks)
 	}
 

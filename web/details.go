@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // The blocks follow Open WebUI's own parser and display, as read in its
@@ -62,8 +63,8 @@ func (d *detailsRenderer) event(ev chain.Event) string {
 func stageBlock(i int, st chain.StageTrace) string {
 	var res strings.Builder
 	out := st.Output
-	if len(out) > chain.OutputCap {
-		out = truncateText(out, chain.OutputCap) + "\n[cut: the whole text is in the trace]"
+	if len(out) > trace.OutputCap {
+		out = truncateText(out, trace.OutputCap) + "\n[cut: the whole text is in the trace]"
 	}
 	res.WriteString(out)
 	for _, t := range st.ToolsUsed {

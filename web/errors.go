@@ -10,6 +10,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/chain/node"
+	"chainproxy/chain/trace"
 )
 
 // StatusClientClosed is nginx's 499: the client went away before the answer.
@@ -103,7 +104,7 @@ func statusFor(err error) (int, errorObject) {
 		}
 	)
 	if errors.As(err, &fl) {
-		tr, _ := fl.Trace.Capped(chain.OutputCap)
+		tr, _ := fl.Trace.Capped(trace.OutputCap)
 		obj.Chain = &tr
 	}
 	switch {

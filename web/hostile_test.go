@@ -14,7 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"chainproxy/chain"
+	"chainproxy/chain/trace"
 	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
 )
@@ -164,7 +164,7 @@ func TestConversationScopedPerKey(t *testing.T) {
 			c.Request.Header.Set("X-Chain-Session", session)
 		}
 		if callerKey != "" {
-			c.Set("caller", chain.CallerID(callerKey))
+			c.Set("caller", trace.CallerID(callerKey))
 		}
 		return conversationKey(c, user, nil)
 	}

@@ -45,24 +45,38 @@ type front struct {
 	route   chain.Route
 }
 
-// openFront begins a request to the front at path (its span and trace id),
-// reads its wire with decode and check (readWire) and resolves the model
-// the wire names. On an error it answers the client itself and reports
-// false.
-func openFront[W any](s *Server, c *gin.Context, path string, decode func([]byte) (W, error), check func(W, int) error, model func(W) string) (W, front, bool) {
+// frontWire is what the preamble asks of a front's decoded request: the
+// model it names, the client's own conversation or session id ("" when it
+// sends none), and the client's tools the front left out.
+type frontWire interface {
+	model() string
+	user() string
+	droppedTools() []string
+}
+
+// openFront is a front's preamble: it begins a request to the front at
+// path (its span and trace id), reads its wire with decode and check
+// (readWire), resolves the model the wire names, makes the run request
+// with build (nil when build answered the client itself) and prepares it
+// (prepare). On an error it answers the client itself and reports false.
+func openFront[W frontWire](s *Server, c *gin.Context, path string, decode func([]byte) (W, error), check func(W, int) error, build func(W) *chain.RunRequest) (W, *chain.RunRequest, front, bool) {
 	f := front{path: path, start: time.Now()}
 	f.traceID = s.begin(c, path)
 	wire, ok := readWire(s, c, decode, check)
 	if !ok {
-		return wire, f, false
+		return wire, nil, f, false
 	}
-	route, err := s.engine.Resolve(model(wire))
+	route, err := s.engine.Resolve(wire.model())
 	if err != nil {
 		s.reject(c, "model", err)
-		return wire, f, false
+		return wire, nil, f, false
 	}
 	f.route = route
-	return wire, f, true
+	req := build(wire)
+	if req == nil || !s.prepare(c, &f, req, wire.user(), wire.droppedTools()) {
+		return wire, nil, f, false
+	}
+	return wire, req, f, true
 }
 
 // prepare readies req, decoded by a front, to run under f's trace id on its route:

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -43,6 +44,10 @@ type responsesRequest struct {
 	User           string            `json:"user"`
 	PromptCacheKey string            `json:"prompt_cache_key"`
 	Metadata       map[string]string `json:"metadata"`
+
+	// history is the conversation previous_response_id continues, set
+	// by the handler (responses) once it is loaded.
+	history []chain.Message
 
 	// Set by decodeResponsesRequest.
 	instructions string
@@ -348,6 +353,14 @@ func checkResponsesLimits(req *responsesRequest, maxMessages int) error {
 	}
 	return nil
 }
+
+func (r *responsesRequest) model() string { return r.Model }
+
+// user is the client's user, else its prompt_cache_key: Codex sends its
+// conversation id there.
+func (r *responsesRequest) user() string { return cmp.Or(r.User, r.PromptCacheKey) }
+
+func (r *responsesRequest) droppedTools() []string { return r.dropped }
 
 // toRunRequest converts a validated request to the chain's form; history
 // is the conversation of previous_response_id, if any.

@@ -18,24 +18,17 @@ import (
 // responses serves POST /v1/responses: OpenAI's Responses API in front of
 // the same engine as /v1/chat/completions.
 func (s *Server) responses(c *gin.Context) {
-	wire, f, ok := openFront(s, c, "/v1/responses", decodeResponsesRequest, checkResponsesLimits, func(w *responsesRequest) string { return w.Model })
-	if !ok {
-		return
-	}
-	var history []chain.Message
-	if wire.PreviousResponseID != "" {
-		var err error
-		if history, err = s.loadConversation(c.Request.Context(), caller(c), wire.PreviousResponseID); err != nil {
-			s.reject(c, "previous_response_id", err)
-			return
+	wire, req, f, ok := openFront(s, c, "/v1/responses", decodeResponsesRequest, checkResponsesLimits, func(w *responsesRequest) *chain.RunRequest {
+		if w.PreviousResponseID != "" {
+			var err error
+			if w.history, err = s.loadConversation(c.Request.Context(), caller(c), w.PreviousResponseID); err != nil {
+				s.reject(c, "previous_response_id", err)
+				return nil
+			}
 		}
-	}
-	req := wire.toRunRequest(history)
-	user := wire.User
-	if user == "" {
-		user = wire.PromptCacheKey // Codex sends its conversation id there
-	}
-	if !s.prepare(c, &f, req, user, wire.dropped) {
+		return w.toRunRequest(w.history)
+	})
+	if !ok {
 		return
 	}
 	objID := s.objectID(c, f.traceID)
@@ -50,7 +43,7 @@ func (s *Server) responses(c *gin.Context) {
 		if !obj.Store {
 			return
 		}
-		conv := append(append([]chain.Message(nil), history...), wire.items...)
+		conv := append(append([]chain.Message(nil), wire.history...), wire.items...)
 		s.storeResponse(c.Request.Context(), caller(c), obj.ID, final, append(conv, res.Message))
 	}
 	if wire.Stream {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // cockpitCSP allows the page's own scripts, styles and fetches only: no
@@ -56,7 +56,7 @@ func (s *Server) auth(c *gin.Context) {
 		c.Abort()
 		return
 	}
-	c.Set("caller", chain.CallerID(tok))
+	c.Set("caller", trace.CallerID(tok))
 	if admin == 1 {
 		c.Set("admin", true) // sees every caller's traces
 	}

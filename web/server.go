@@ -31,6 +31,7 @@ import (
 
 	"chainproxy/chain"
 	"chainproxy/chain/node"
+	chaintrace "chainproxy/chain/trace"
 	"chainproxy/config"
 	"chainproxy/internal/redact"
 )
@@ -441,14 +442,14 @@ func (s *Server) storeTrace(ctx context.Context, run *chain.RunRequest, who, id 
 	var head []byte
 	if err == nil {
 		if !listed {
-			sum = traceSummary{TraceID: id, Status: chain.TraceStatus(tr, runErr), Mode: tr.Mode}
-			sum.Stages, sum.Tokens = chain.Badges(tr)
+			sum = traceSummary{TraceID: id, Status: chaintrace.TraceStatus(tr, runErr), Mode: tr.Mode}
+			sum.Stages, sum.Tokens = chaintrace.Badges(tr)
 		}
 		head, err = marshal(&sum)
 	}
 	if err == nil {
 		// The list's summary of the chain, then "chain": trace.
-		err = s.traces.PutTrace(context.WithoutCancel(ctx), traceKey(who, id), chain.TraceDocument(head, traceJSON))
+		err = s.traces.PutTrace(context.WithoutCancel(ctx), traceKey(who, id), chaintrace.TraceDocument(head, traceJSON))
 	}
 	if err != nil {
 		s.log.Warn("storing trace", "req_id", id, "err", err)
@@ -459,7 +460,7 @@ func (s *Server) storeTrace(ctx context.Context, run *chain.RunRequest, who, id 
 // it masked last: every simple or chain request sends the same system
 // prompt, and a conversation resends its history, so most texts were
 // masked by an earlier request (masking looks for every secret and pattern
-// in up to chain.PromptCap bytes a message). At most promptMemoCap texts
+// in up to chaintrace.PromptCap bytes a message). At most promptMemoCap texts
 // are kept, copies, so that a key does not hold a request's body.
 type promptMemo struct {
 	redact func(string) string
@@ -606,10 +607,10 @@ func clientName(ua string) string {
 	return ua
 }
 
-// traceKey scopes a trace id to its caller (chain.TraceKey, which proxy
+// traceKey scopes a trace id to its caller (chaintrace.TraceKey, which proxy
 // eval writes under too): another key looks up another name and gets 404,
 // as if the trace did not exist.
-func traceKey(who, id string) string { return chain.TraceKey(who, id) }
+func traceKey(who, id string) string { return chaintrace.TraceKey(who, id) }
 
 // listedModel is one entry of /v1/models, in OpenAI's shape (id, object,
 // created, owned_by) and Anthropic's (type, display_name, created_at) at

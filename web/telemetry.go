@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"chainproxy/chain"
+	"chainproxy/chain/spans"
+	chaintrace "chainproxy/chain/trace"
 )
 
 // tracerScope names the web layer's spans in an exported trace.
@@ -75,13 +77,13 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 		u := tr.Usage()
 		span.SetAttributes(
 			attribute.String("chain.mode", tr.Mode),
-			attribute.String("chain.status", chain.TraceStatus(tr, err)),
+			attribute.String("chain.status", chaintrace.TraceStatus(tr, err)),
 			attribute.Int("chain.turns", tr.Turns),
 			attribute.Int("chain.stages", len(tr.Stages)),
 			attribute.Int("chain.loop_stops", tr.LoopStops()),
-			attribute.StringSlice("chain.reasons", chain.SpanReasons(tr.Reasons, s.cfg.Telemetry.CaptureContent)),
-			attribute.Int(chain.AttrChainInputTokens, u.PromptTokens),
-			attribute.Int(chain.AttrChainOutputTokens, u.CompletionTokens),
+			attribute.StringSlice("chain.reasons", spans.Reasons(tr.Reasons, s.cfg.Telemetry.CaptureContent)),
+			attribute.Int(spans.AttrChainInputTokens, u.PromptTokens),
+			attribute.Int(spans.AttrChainOutputTokens, u.CompletionTokens),
 		)
 	}
 	switch {

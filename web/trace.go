@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // encodeTrace encodes tr for a response, with each stage's output and
@@ -20,7 +21,7 @@ import (
 // two would differ, so that storeTrace encodes the whole trace itself; a
 // trace with nothing to cut is encoded once.
 func encodeTrace(tr *chain.Trace) (resp, stored []byte, err error) {
-	capped, cut := tr.Capped(chain.OutputCap)
+	capped, cut := tr.Capped(trace.OutputCap)
 	if resp, err = marshal(&capped); err != nil || cut {
 		return resp, nil, err
 	}
@@ -32,7 +33,7 @@ func cappedStage(st *chain.StageTrace) *chain.StageTrace {
 	if st == nil {
 		return nil
 	}
-	c, _ := st.Capped(chain.OutputCap)
+	c, _ := st.Capped(trace.OutputCap)
 	return &c
 }
 
@@ -46,17 +47,17 @@ const questionCap = 200
 
 // traceSummary is one chain in the trace list; its encoding, the head of
 // a stored trace document, is chain's, which proxy eval writes too.
-type traceSummary = chain.TraceSummary
+type traceSummary = trace.TraceSummary
 
 // stageBadge is a stage as the list shows it.
-type stageBadge = chain.StageBadge
+type stageBadge = trace.StageBadge
 
 // traceRunning is the status of a chain still under way.
 const traceRunning = "running"
 
 // traceCancelled is the status of a chain whose client went away before
-// its answer (see chain.TraceCancelled).
-const traceCancelled = chain.TraceCancelled
+// its answer (see trace.TraceCancelled).
+const traceCancelled = trace.TraceCancelled
 
 // traceAbandoned is the status of a chain that paused for its client's
 // tools (awaiting_client) and was not resumed within chain.resume_ttl,
@@ -96,9 +97,9 @@ const (
 	traceShareTimeout = time.Second
 )
 
-// sharedSummary is a summary as a replica shares it (chain.SharedSummary,
+// sharedSummary is a summary as a replica shares it (trace.SharedSummary,
 // which proxy eval shares too).
-type sharedSummary = chain.SharedSummary
+type sharedSummary = trace.SharedSummary
 
 // listedTrace is a chain in the list: its summary, whose it is, and while
 // it runs, its stages so far (the stored trace replaces them at the end).
@@ -230,7 +231,7 @@ func (h *traceHub) Watch(req *chain.RunRequest, ev chain.Event) {
 			for len(tr.Stages) <= ev.Stage {
 				tr.Stages = append(tr.Stages, chain.StageTrace{})
 			}
-			st, _ := ev.StageTrace.Capped(chain.OutputCap)
+			st, _ := ev.StageTrace.Capped(trace.OutputCap)
 			st.ToolsUsed, st.Calls = slices.Clone(st.ToolsUsed), nil
 			tr.Stages[ev.Stage] = st
 		}
@@ -310,7 +311,7 @@ func (h *traceHub) taken(who, id string) bool {
 func partialOf(tr *chain.Trace) *chain.Trace {
 	out := &chain.Trace{Mode: tr.Mode, Reasons: slices.Clone(tr.Reasons), Turns: tr.Turns, Stages: make([]chain.StageTrace, len(tr.Stages))}
 	for i := range tr.Stages {
-		st, _ := tr.Stages[i].Capped(chain.OutputCap)
+		st, _ := tr.Stages[i].Capped(trace.OutputCap)
 		st.ToolsUsed, st.Calls = slices.Clone(st.ToolsUsed), nil
 		out.Stages[i] = st
 	}
@@ -392,7 +393,7 @@ func (h *traceHub) end(run *chain.RunRequest, who, id string, tr *chain.Trace, e
 	}
 	if tr != nil {
 		it.sum.Mode = tr.Mode
-		it.sum.Stages, it.sum.Tokens = chain.Badges(tr)
+		it.sum.Stages, it.sum.Tokens = trace.Badges(tr)
 		it.stale = false
 	}
 	it.sum.DurationMS = h.now().Sub(it.start).Milliseconds()
@@ -403,7 +404,7 @@ func (h *traceHub) end(run *chain.RunRequest, who, id string, tr *chain.Trace, e
 			it.sum.DurationMS = max(it.sum.DurationMS, st.StartMS+st.DurationMS)
 		}
 	}
-	it.sum.Status = chain.TraceStatus(tr, err)
+	it.sum.Status = trace.TraceStatus(tr, err)
 	it.heard = h.now()
 	return h.summary(it, h.now()), tr, true
 }
@@ -556,7 +557,7 @@ func (h *traceHub) owner(who string, all bool, id string) (string, bool) {
 // chain paused too long abandoned. h.mu is held.
 func (h *traceHub) summary(it *listedTrace, now time.Time) traceSummary {
 	if it.stale && it.partial != nil {
-		it.sum.Stages, it.sum.Tokens = chain.Badges(it.partial)
+		it.sum.Stages, it.sum.Tokens = trace.Badges(it.partial)
 	}
 	it.stale = false
 	s := it.sum

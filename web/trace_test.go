@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 )
 
 // TestStageOutputCappedInResponseWholeInStore: a stage's long output is cut
@@ -35,8 +36,8 @@ chain:
 		t.Fatal(err)
 	}
 	st := out.Chain.Stages[0]
-	if len(st.Output) != chain.OutputCap || !strings.Contains(st.Cut, "output: 5904 of 10000 bytes cut") || st.Reasoning != "short thought" {
-		t.Errorf("response stage: output %d bytes, reasoning %q, cut %q; want %d bytes and a note", len(st.Output), st.Reasoning, st.Cut, chain.OutputCap)
+	if len(st.Output) != trace.OutputCap || !strings.Contains(st.Cut, "output: 5904 of 10000 bytes cut") || st.Reasoning != "short thought" {
+		t.Errorf("response stage: output %d bytes, reasoning %q, cut %q; want %d bytes and a note", len(st.Output), st.Reasoning, st.Cut, trace.OutputCap)
 	}
 	tr, err := http.Get(s.URL + "/v1/chain/traces/" + resp.Header.Get("X-Chain-Trace-Id"))
 	if err != nil {

@@ -8,6 +8,10 @@
 //   - [ThinkGate]: whether a reasoning went into a repetition loop.
 //   - [ParseTextCalls]: the tool calls a small model writes as text
 //     (<tool_call>{…}</tool_call>, a bare JSON call, [TOOL:name:{json}]).
+//   - [ClientCalls]: whether a call to one of the client's own tools
+//     repeats itself, judged by the results the conversation already holds;
+//     [ClientError], whether a client's result says its tool failed, and
+//     [ClientFileTool], whether a client's tool works on its files.
 //
 // The repetition detector itself is antiloop's [antiloop.Repeats], the one
 // algorithm for a streamed text and a whole one. The judges keep no state
@@ -22,6 +26,6 @@
 // antiloop; the gate needs the parser, to hold a call back. Reasoning is
 // split from content (<think> tags) in the node layer, not here.
 //
-// It imports antiloop, memory and tools, never chain: the engine consumes
-// it.
+// It imports antiloop, memory, tools and the node layer's and the trace's
+// vocabulary, never chain: the engine consumes it.
 package judge

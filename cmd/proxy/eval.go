@@ -17,6 +17,7 @@ import (
 	_ "embed"
 
 	"chainproxy/chain"
+	"chainproxy/chain/trace"
 	"chainproxy/config"
 	"chainproxy/eval"
 	"chainproxy/internal/redact"
@@ -25,64 +26,81 @@ import (
 //go:embed eval_demo.yaml
 var evalDemoYAML []byte
 
+// evalFlags are proxy eval's command line.
+type evalFlags struct {
+	cfgPath, data, modes, judge string
+	out, cockpit, logLevel      string
+	demo, resume                bool
+	n, concurrency              int
+	temperature                 *float64
+	seed                        *int64
+}
+
+// parseEvalFlags reads proxy eval's flags, and says on stderr what is
+// wrong with them; false when something is (exit code 2).
+func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, bool) {
+	f := &evalFlags{}
+	fs := flag.NewFlagSet("proxy eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.cfgPath, "config", "", "YAML configuration `file` (default: built-in defaults, a local Ollama)")
+	fs.BoolVar(&f.demo, "demo", false, "the demo's scripted models, scripted to be right on some of examples/eval/sample.jsonl")
+	fs.StringVar(&f.data, "data", "", "JSONL `file` of items: {\"id\", \"question\" | \"messages\", \"answer\", \"match\"}")
+	fs.StringVar(&f.modes, "modes", "nodes,chain/reflexive,chain/auto", "comma-separated modes: node names, \"nodes\" (every node alone), chain/reflexive, chain/auto, chain/simple")
+	fs.IntVar(&f.n, "n", 0, "ask only the first `n` items (0: all)")
+	fs.IntVar(&f.concurrency, "concurrency", 2, "requests at once")
+	fs.StringVar(&f.judge, "judge", "", "`node` that grades items without an answer (or with match judge)")
+	fs.StringVar(&f.out, "out", "", "`dir`ectory for report.json, report.html and traces.jsonl")
+	fs.StringVar(&f.cockpit, "cockpit", "", "base `URL` of a proxy on the same store (store.redis_url), e.g. http://127.0.0.1:8080: report.html links each trace id to its cockpit")
+	fs.BoolVar(&f.resume, "resume", false, "continue the run whose report.json is in -out: ask only what it lacks")
+	fs.Func("temperature", "sampling temperature sent with every request (default: each node's own)", func(s string) error {
+		v, err := strconv.ParseFloat(s, 64)
+		f.temperature = &v
+		return err
+	})
+	fs.Func("seed", "sampling seed sent with every request (default: none)", func(s string) error {
+		v, err := strconv.ParseInt(s, 10, 64)
+		f.seed = &v
+		return err
+	})
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return nil, false
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "eval: unexpected argument %q (flags after an argument are not read)\n", fs.Arg(0))
+	case f.data == "":
+		fmt.Fprintln(stderr, "eval: -data FILE is required: a JSONL file of questions (see examples/eval/sample.jsonl)")
+	case f.resume && f.out == "":
+		fmt.Fprintln(stderr, "eval: -resume continues the report in -out DIR: give -out")
+	default:
+		return f, true
+	}
+	return nil, false
+}
+
 // runEval is the eval subcommand: it asks a JSONL set of questions under
 // each mode through the engine the server runs (built by wire), and
 // reports accuracy against cost. Exit codes: 0 done, 1 a run that could
 // not start or whose report could not be written, 2 bad flags or data,
 // 130 interrupted (the report of what finished is written).
 func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("proxy eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "YAML configuration `file` (default: built-in defaults, a local Ollama)")
-	demo := fs.Bool("demo", false, "the demo's scripted models, scripted to be right on some of examples/eval/sample.jsonl")
-	data := fs.String("data", "", "JSONL `file` of items: {\"id\", \"question\" | \"messages\", \"answer\", \"match\"}")
-	modesFlag := fs.String("modes", "nodes,chain/reflexive,chain/auto", "comma-separated modes: node names, \"nodes\" (every node alone), chain/reflexive, chain/auto, chain/simple")
-	n := fs.Int("n", 0, "ask only the first `n` items (0: all)")
-	concurrency := fs.Int("concurrency", 2, "requests at once")
-	judgeNode := fs.String("judge", "", "`node` that grades items without an answer (or with match judge)")
-	out := fs.String("out", "", "`dir`ectory for report.json, report.html and traces.jsonl")
-	cockpit := fs.String("cockpit", "", "base `URL` of a proxy on the same store (store.redis_url), e.g. http://127.0.0.1:8080: report.html links each trace id to its cockpit")
-	resume := fs.Bool("resume", false, "continue the run whose report.json is in -out: ask only what it lacks")
-	var temperature *float64
-	var seed *int64
-	fs.Func("temperature", "sampling temperature sent with every request (default: each node's own)", func(s string) error {
-		f, err := strconv.ParseFloat(s, 64)
-		temperature = &f
-		return err
-	})
-	fs.Func("seed", "sampling seed sent with every request (default: none)", func(s string) error {
-		v, err := strconv.ParseInt(s, 10, 64)
-		seed = &v
-		return err
-	})
-	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn, error")
-	if err := fs.Parse(args); err != nil {
+	f, ok := parseEvalFlags(args, stderr)
+	if !ok {
 		return 2
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "eval: unexpected argument %q (flags after an argument are not read)\n", fs.Arg(0))
-		return 2
-	}
-	if *data == "" {
-		fmt.Fprintln(stderr, "eval: -data FILE is required: a JSONL file of questions (see examples/eval/sample.jsonl)")
-		return 2
-	}
-	if *resume && *out == "" {
-		fmt.Fprintln(stderr, "eval: -resume continues the report in -out DIR: give -out")
-		return 2
-	}
-	logger, err := newLogger(stderr, "text", *logLevel)
+	logger, err := newLogger(stderr, "text", f.logLevel)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	items, err := readItems(*data, *n)
+	items, err := readItems(f.data, f.n)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
 
-	cfg, cleanup, err := evalConfig(*cfgPath, *demo, logger)
+	cfg, cleanup, err := evalConfig(f.cfgPath, f.demo, logger)
 	defer cleanup()
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -107,81 +125,101 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i, nd := range cfg.Nodes {
 		nodes[i] = nd.Name
 	}
-	modes, err := evalModes(w.engine, *modesFlag, nodes)
+	modes, err := evalModes(w.engine, f.modes, nodes)
 	if err == nil {
-		err = checkJudge(w.engine, *judgeNode, items)
+		err = checkJudge(w.engine, f.judge, items)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "eval:", err)
 		return 2
 	}
 	var warnings []string
-	if *judgeNode != "" {
-		warnings = eval.JudgeWarnings(*judgeNode, modes, func(m string) []string { return answering(cfg, m) })
+	if f.judge != "" {
+		warnings = eval.JudgeWarnings(f.judge, modes, func(m string) []string { return answering(cfg, m) })
 	}
 
 	opts := eval.Options{
-		Items: items, Modes: modes, Concurrency: *concurrency, Judge: *judgeNode,
-		Temperature: temperature, Seed: seed, Progress: stderr, Terminal: isTerminal(stderr),
+		Items: items, Modes: modes, Concurrency: f.concurrency, Judge: f.judge,
+		Temperature: f.temperature, Seed: f.seed, Progress: stderr, Terminal: isTerminal(stderr),
 		Conversation: "eval/" + strconv.FormatInt(time.Now().UnixNano(), 36) + "/",
 	}
-	started := time.Now().UTC()
-	if *resume {
-		prev, err := eval.ReadReport(filepath.Join(*out, "report.json"))
-		if err != nil {
-			fmt.Fprintln(stderr, "eval: -resume:", err)
-			return 2
-		}
-		opts.Done = resumable(prev.Results, items, modes)
-		started = prev.Started
-		fmt.Fprintf(stderr, "eval: resuming: %d answers kept from %s\n", len(opts.Done), filepath.Join(*out, "report.json"))
-	}
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			fmt.Fprintln(stderr, "eval:", err)
-			return 1
-		}
-		flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
-		if *resume {
-			flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
-		}
-		tf, err := os.OpenFile(filepath.Join(*out, "traces.jsonl"), flags, 0o644)
-		if err != nil {
-			fmt.Fprintln(stderr, "eval:", err)
-			return 1
-		}
-		defer tf.Close()
-		opts.Traces = tf
+	started, closeTraces, code := f.openOutput(&opts, stderr)
+	defer closeTraces()
+	if code != 0 {
+		return code
 	}
 	share, why := evalSharing(cfg, w.store, red, logger)
 	opts.Share = share
-	if *cockpit != "" && share == nil {
+	if f.cockpit != "" && share == nil {
 		warnings = append(warnings, "-cockpit: the traces are not shared with a proxy ("+why+"), so report.html does not link them")
 	}
 	for _, m := range warnings {
 		fmt.Fprintln(stderr, "eval: warning:", m)
 	}
-	fmt.Fprintf(stderr, "eval: %d items × %d modes (%s), %d at once\n", len(items), len(modes), strings.Join(modes, ", "), max(*concurrency, 1))
+	fmt.Fprintf(stderr, "eval: %d items × %d modes (%s), %d at once\n", len(items), len(modes), strings.Join(modes, ", "), max(f.concurrency, 1))
 
 	results, runErr := eval.Run(ctx, w.engine, opts)
 	rep := eval.Summarize(items, modes, nodes, results)
-	rep.Data, rep.Started, rep.Finished = *data, started, time.Now().UTC()
-	rep.Judge, rep.Warnings = *judgeNode, warnings
+	rep.Data, rep.Started, rep.Finished = f.data, started, time.Now().UTC()
+	rep.Judge, rep.Warnings = f.judge, warnings
 	rep.Interrupted = runErr != nil
 	if share != nil {
-		rep.Cockpit = *cockpit
+		rep.Cockpit = f.cockpit
 	}
+	return f.writeReport(rep, tracesNote(share, why, f.cockpit, f.out), stdout, stderr)
+}
+
+// openOutput readies -out for the run: with -resume, the answers the
+// report there already has go into opts.Done, and started is the first
+// run's; the traces file is opened (appended to when resuming) as
+// opts.Traces, closed by the func returned. A code other than 0 is the
+// exit code of a failure, said on stderr.
+func (f *evalFlags) openOutput(opts *eval.Options, stderr io.Writer) (started time.Time, closeTraces func(), code int) {
+	started, closeTraces = time.Now().UTC(), func() {}
+	if f.resume {
+		prev, err := eval.ReadReport(filepath.Join(f.out, "report.json"))
+		if err != nil {
+			fmt.Fprintln(stderr, "eval: -resume:", err)
+			return started, closeTraces, 2
+		}
+		opts.Done = resumable(prev.Results, opts.Items, opts.Modes)
+		started = prev.Started
+		fmt.Fprintf(stderr, "eval: resuming: %d answers kept from %s\n", len(opts.Done), filepath.Join(f.out, "report.json"))
+	}
+	if f.out == "" {
+		return started, closeTraces, 0
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return started, closeTraces, 1
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if f.resume {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	tf, err := os.OpenFile(filepath.Join(f.out, "traces.jsonl"), flags, 0o644)
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return started, closeTraces, 1
+	}
+	opts.Traces = tf
+	return started, func() { tf.Close() }, 0
+}
+
+// writeReport writes rep's table to stdout and, with -out, its files, then
+// note (where the traces went); it returns the run's exit code.
+func (f *evalFlags) writeReport(rep *eval.Report, note string, stdout, stderr io.Writer) int {
 	if err := rep.WriteTable(stdout); err != nil {
 		return 1
 	}
-	if *out != "" {
-		if err := rep.WriteFiles(*out); err != nil {
+	if f.out != "" {
+		if err := rep.WriteFiles(f.out); err != nil {
 			fmt.Fprintln(stderr, "eval:", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "report: %s, %s (traces: %s)\n", filepath.Join(*out, "report.html"), filepath.Join(*out, "report.json"), filepath.Join(*out, "traces.jsonl"))
+		fmt.Fprintf(stdout, "report: %s, %s (traces: %s)\n", filepath.Join(f.out, "report.html"), filepath.Join(f.out, "report.json"), filepath.Join(f.out, "traces.jsonl"))
 	}
-	fmt.Fprintln(stdout, tracesNote(share, why, *cockpit, *out))
+	fmt.Fprintln(stdout, note)
 	if rep.Interrupted {
 		return 130
 	}
@@ -257,7 +295,7 @@ func evalSharing(cfg *config.Config, st eval.TraceStore, red redact.Redactor, lo
 		return nil, "server.api_keys without server.admin_keys: only an admin key may open another's traces"
 	default:
 		for _, k := range cfg.Server.AdminKeys {
-			owners = append(owners, chain.CallerID(k))
+			owners = append(owners, trace.CallerID(k))
 		}
 	}
 	return &eval.Sharing{Store: st, Owners: owners, Redact: red.String, Failed: func(id string, err error) {

@@ -1,8 +1,10 @@
-package chain
+package trace
 
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"chainproxy/chain/node"
 )
 
 // OutputCap is how many bytes of a stage's output and reasoning a response
@@ -128,7 +130,7 @@ func (t *Trace) WithPrompts(redact func(string) string) Trace {
 	return out
 }
 
-func promptMessages(sent []Message, marks []string, clean func(string) string) []PromptMessage {
+func promptMessages(sent []node.Message, marks []string, clean func(string) string) []PromptMessage {
 	keep := func(i int) bool {
 		return len(sent) <= maxPromptMessages || i < 16 || i >= len(sent)-(maxPromptMessages-16)
 	}
@@ -143,7 +145,7 @@ func promptMessages(sent []Message, marks []string, clean func(string) string) [
 		pm := PromptMessage{Role: m.Role, Content: clean(m.Content), Name: m.Name, ToolCallID: m.ToolCallID}
 		if len(m.Parts) > 0 {
 			// The trace keeps no image or file bytes: it says they were sent.
-			pm.Content += "\n[sent with " + partsOf(m.Parts) + "]"
+			pm.Content += "\n[sent with " + PartsOf(m.Parts) + "]"
 		}
 		for _, tc := range m.ToolCalls {
 			pm.ToolCalls = append(pm.ToolCalls, PromptToolCall{ID: tc.ID, Name: tc.Name, Arguments: clean(tc.Arguments)})
@@ -154,4 +156,37 @@ func promptMessages(sent []Message, marks []string, clean func(string) string) [
 		out = append(out, pm)
 	}
 	return out
+}
+
+// PartsOf counts parts as PartsCount says them.
+func PartsOf(parts []node.Part) string {
+	images, files := 0, 0
+	for _, p := range parts {
+		if p.Kind == node.PartFile {
+			files++
+		} else {
+			images++
+		}
+	}
+	return PartsCount(images, files)
+}
+
+// PartsCount says "1 image part", "2 file parts", "1 image part and 1
+// file part": the trace's words for the parts a message sent, or was not
+// shown (a stage's reasons, the line in their place).
+func PartsCount(images, files int) string {
+	say := func(n int, kind string) string {
+		s := fmt.Sprintf("%d %s part", n, kind)
+		if n != 1 {
+			s += "s"
+		}
+		return s
+	}
+	switch {
+	case files == 0:
+		return say(images, "image")
+	case images == 0:
+		return say(files, "file")
+	}
+	return say(images, "image") + " and " + say(files, "file")
 }

@@ -1,4 +1,4 @@
-package chain
+package toolfit
 
 import (
 	"encoding/json"
@@ -12,18 +12,18 @@ import (
 )
 
 // referencePool is the tool list of a stage on a proxy with the built-ins
-// and both reference MCP servers (chain/testdata/toolfit, captured from
+// and both reference MCP servers (chain/toolfit/testdata, captured from
 // their tools/list), in the registry's order: built-ins, then each
 // server's tools as <server>__<tool>.
-func referencePool(tb testing.TB) []Tool {
+func referencePool(tb testing.TB) []node.Tool {
 	tb.Helper()
 	reg, err := tools.New(config.Tools{Root: tb.TempDir()}, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var pool []Tool
+	var pool []node.Tool
 	for _, s := range reg.Specs() {
-		pool = append(pool, Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
+		pool = append(pool, node.Tool{Name: s.Name, Description: s.Description, Parameters: s.Parameters})
 	}
 	var ref struct {
 		Servers []struct {
@@ -35,7 +35,7 @@ func referencePool(tb testing.TB) []Tool {
 			}
 		}
 	}
-	b, err := os.ReadFile("testdata/toolfit/reference_tools.json")
+	b, err := os.ReadFile("testdata/reference_tools.json")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func referencePool(tb testing.TB) []Tool {
 	}
 	for _, s := range ref.Servers {
 		for _, t := range s.Tools {
-			pool = append(pool, Tool{Name: s.Name + "__" + t.Name, Description: t.Description, Parameters: t.InputSchema})
+			pool = append(pool, node.Tool{Name: s.Name + "__" + t.Name, Description: t.Description, Parameters: t.InputSchema})
 		}
 	}
 	for i := range pool {
@@ -61,7 +61,7 @@ type question struct {
 
 func referenceQuestions(tb testing.TB) []question {
 	tb.Helper()
-	b, err := os.ReadFile("testdata/toolfit/questions.json")
+	b, err := os.ReadFile("testdata/questions.json")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestToolChoiceReference(t *testing.T) {
 	if len(pool) != 30 || len(qs) < 40 {
 		t.Fatalf("%d tools, %d questions; want the 27 reference tools and 3 built-ins, 40 questions at least", len(pool), len(qs))
 	}
-	ix := newToolIndex(pool)
+	ix := New(pool)
 	for _, q := range qs {
 		if _, ok := ix.names[q.Tool]; !ok {
 			t.Fatalf("question %q needs %s, which is not a tool", q.Q, q.Tool)
@@ -108,35 +108,35 @@ func TestToolChoiceReference(t *testing.T) {
 // characters, and those whose tool find_tools finds when asked in the
 // question's words; before and after are the tools' characters per call,
 // whole and as chosen.
-func choiceRate(t *testing.T, ix *toolIndex, qs []question, budget int) (offered, found, before, after int) {
-	scores := make([]float64, len(ix.tools))
+func choiceRate(t *testing.T, ix *Index, qs []question, budget int) (offered, found, before, after int) {
+	scores := make([]float64, len(ix.Tools))
 	for _, q := range qs {
-		query := queryTerms(nil, q.Q)
-		ix.score(query, scores)
-		c := ix.choose(scores, budget)
-		if w := toolChars(c.offered); w > budget {
+		query := Query(nil, q.Q)
+		ix.Score(query, scores)
+		c := ix.Choose(scores, budget)
+		if w := Chars(c.Offered); w > budget {
 			t.Errorf("%q: offered tools weigh %d characters, above the share %d", q.Q, w, budget)
 		}
-		before += toolChars(ix.tools)
-		after += toolChars(c.offered)
+		before += Chars(ix.Tools)
+		after += Chars(c.Offered)
 		names := map[string]bool{}
-		for _, o := range c.offered {
+		for _, o := range c.Offered {
 			names[o.Name] = true
 		}
 		if names[q.Tool] {
 			offered++
 			continue
 		}
-		matches, _ := ix.find(query, names, findMatches)
+		matches, _ := ix.Find(query, names, FindMatches)
 		hit := false
 		for _, i := range matches {
-			hit = hit || ix.tools[i].Name == q.Tool
+			hit = hit || ix.Tools[i].Name == q.Tool
 		}
 		if hit {
 			found++
 			continue
 		}
-		t.Logf("%d characters: missed %q, which needs %s; offered %d tools", budget, q.Q, q.Tool, c.count)
+		t.Logf("%d characters: missed %q, which needs %s; offered %d tools", budget, q.Q, q.Tool, c.Count)
 	}
 	return offered, found, before / len(qs), after / len(qs)
 }
@@ -148,7 +148,7 @@ func choiceRate(t *testing.T, ix *toolIndex, qs []question, budget int) (offered
 func BenchmarkToolChoice(b *testing.B) {
 	pool := referencePool(b)
 	qs := referenceQuestions(b)
-	ix := newToolIndex(pool)
+	ix := New(pool)
 	scores := make([]float64, len(pool))
 	buf := make([]uint64, 0, 64)
 	i := 0
@@ -156,8 +156,8 @@ func BenchmarkToolChoice(b *testing.B) {
 	for b.Loop() {
 		q := qs[i%len(qs)]
 		i++
-		query := queryTerms(buf[:0], q.Q)
-		ix.score(query, scores)
-		_ = ix.choose(scores, refBudget)
+		query := Query(buf[:0], q.Q)
+		ix.Score(query, scores)
+		_ = ix.Choose(scores, refBudget)
 	}
 }

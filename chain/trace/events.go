@@ -1,4 +1,4 @@
-package chain
+package trace
 
 // Event kinds, in the order a run emits them.
 const (
@@ -13,7 +13,8 @@ const (
 )
 
 // Event is a step of a run, reported as it happens so that a streaming
-// client can follow the chain live.
+// client can follow the chain live: the trace as it is written, which the
+// engine's callback (chain.Engine.Run) and the cockpit's watcher receive.
 type Event struct {
 	Kind string
 	// Stage is the index of the stage in the trace.

@@ -1,4 +1,4 @@
-package chain
+package toolfit
 
 import (
 	"bytes"
@@ -35,7 +35,7 @@ func compile(t *testing.T, name string, params []byte) *jsonschema.Schema {
 // refuses what the full one does; its description is one short sentence.
 func TestCompactToolsStayValid(t *testing.T) {
 	pool := referencePool(t)
-	pool = append(pool, Tool{Name: "note", Description: "Takes a note.", Parameters: json.RawMessage(
+	pool = append(pool, node.Tool{Name: "note", Description: "Takes a note.", Parameters: json.RawMessage(
 		`{"type":"object","description":"a note","properties":{"description":{"type":"string","description":"the note's own description","default":"none"},"tags":{"type":"array","items":{"type":"string","examples":["a"]}},"kind":{"anyOf":[{"const":"a","title":"A"},{"const":"b"}]}},"required":["description"]}`)})
 	instances := []string{`{}`, `{"path":"a.txt"}`, `{"path":3}`, `{"description":"x","tags":["a"],"kind":"a"}`, `{"description":"x","kind":"c"}`, `{"a":1,"b":2}`, `{"paths":["a","b"]}`}
 	for _, tool := range pool {
@@ -67,13 +67,13 @@ func TestCompactToolsStayValid(t *testing.T) {
 // own order with find_tools last, whatever the ranking: the prompt's
 // prefix does not move with a question's words.
 func TestChooseIsStable(t *testing.T) {
-	ix := newToolIndex(referencePool(t))
-	scores := make([]float64, len(ix.tools))
-	ix.score(queryTerms(nil, "write the note then read it back"), scores)
-	a, b := ix.choose(scores, refBudget), ix.choose(slices.Clone(scores), refBudget)
-	names := func(c toolChoice) []string {
+	ix := New(referencePool(t))
+	scores := make([]float64, len(ix.Tools))
+	ix.Score(Query(nil, "write the note then read it back"), scores)
+	a, b := ix.Choose(scores, refBudget), ix.Choose(slices.Clone(scores), refBudget)
+	names := func(c Choice) []string {
 		var out []string
-		for _, t := range c.offered {
+		for _, t := range c.Offered {
 			out = append(out, t.Name)
 		}
 		return out
@@ -98,7 +98,52 @@ func TestChooseIsStable(t *testing.T) {
 			t.Errorf("offered %v, want %s", got, want)
 		}
 	}
-	if len(a.withheld)+a.count != len(ix.tools) {
-		t.Errorf("%d offered and %d withheld of %d tools", a.count, len(a.withheld), len(ix.tools))
+	if len(a.Withheld)+a.Count != len(ix.Tools) {
+		t.Errorf("%d offered and %d withheld of %d tools", a.Count, len(a.Withheld), len(ix.Tools))
+	}
+}
+
+// TestMeasure: how the reference tools fit a window, as /readyz reports
+// it: unknown without a window, some withheld on 4,096 tokens, whole on a
+// window large enough.
+func TestMeasure(t *testing.T) {
+	ix := New(referencePool(t))
+	tests := []struct {
+		name    string
+		window  int
+		fit     string
+		offered int
+	}{
+		{"unknown window", 0, "unknown_window", len(ix.Tools)},
+		{"4096 tokens", 4096, "some", -1},
+		{"large window", 1 << 20, "whole", len(ix.Tools)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := ix.Measure(tt.window, 4, 0.25)
+			if st.Fit != tt.fit || st.Window != tt.window || st.Tools != len(ix.Tools) {
+				t.Errorf("Measure(%d) = %+v, want fit %s", tt.window, st, tt.fit)
+			}
+			if tt.offered >= 0 && st.Offered != tt.offered || tt.offered < 0 && (st.Offered <= 0 || st.Offered >= len(ix.Tools)) {
+				t.Errorf("Measure(%d).Offered = %d of %d tools", tt.window, st.Offered, len(ix.Tools))
+			}
+		})
+	}
+}
+
+// TestAnswer: find_tools' answer names the tools not offered that match
+// its query, says so when none does, and how to ask when the arguments
+// hold no query.
+func TestAnswer(t *testing.T) {
+	ix := New(referencePool(t))
+	text, found, ok := ix.Answer(`{"query":"write a file"}`, nil)
+	if !ok || len(found) == 0 || !strings.Contains(text, found[0]) {
+		t.Errorf("Answer(write a file) = %q, %v, %v, want the matches named", text, found, ok)
+	}
+	if _, found, ok := ix.Answer(`{"query":"write a file"}`, ix.Tools); !ok || len(found) != 0 {
+		t.Errorf("Answer with every tool offered found %v, want none", found)
+	}
+	if text, found, ok := ix.Answer(`{}`, nil); ok || found != nil || !strings.Contains(text, `"query"`) {
+		t.Errorf("Answer({}) = %q, %v, %v, want how to ask", text, found, ok)
 	}
 }
