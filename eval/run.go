@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"chainproxy/chain"
+	"chainproxy/chain/node"
 	"chainproxy/chain/trace"
 )
 
@@ -139,6 +140,7 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 	workers := max(o.Concurrency, 1)
 	prog := newProgress(o.Progress, o.Terminal, len(jobs))
 	var traceMu sync.Mutex
+	var loads node.LoadLedger // a load concurrent items waited for counts once
 
 	todo := make(chan job)
 	out := make(chan Result)
@@ -160,7 +162,7 @@ func Run(ctx context.Context, r Runner, o Options) ([]Result, error) {
 		go func() {
 			defer wg.Done()
 			for j := range todo {
-				res, traces := ask(ctx, r, &o, j)
+				res, traces := ask(ctx, r, &o, j, &loads)
 				if ctx.Err() != nil {
 					continue // cut short, not finished: -resume asks it again
 				}
@@ -204,8 +206,9 @@ type kept struct {
 
 // ask runs one job, and the judge when the item needs it, and returns the
 // traces to keep: the answer's, unless the request never started (an
-// unknown model), then the judging's.
-func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, traces []kept) {
+// unknown model), then the judging's. loads tells the run's model loads
+// from the reports of one load.
+func ask(ctx context.Context, r Runner, o *Options, j job, loads *node.LoadLedger) (res Result, traces []kept) {
 	res = Result{ID: j.item.ID, Mode: j.mode, TraceID: newID()}
 	req := &chain.RunRequest{
 		TraceID:      res.TraceID,
@@ -235,7 +238,7 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, traces [
 		tr = &f.Trace
 	}
 	if tr != nil {
-		describe(&res, tr)
+		describe(&res, tr, t0, loads)
 		traces = append(traces, kept{traceID: res.TraceID, id: res.ID, mode: res.Mode, tr: tr,
 			sum: summary(res.TraceID, res.LatencyMS, req, t0.UnixMilli(), tr, err)})
 	}
@@ -261,15 +264,25 @@ func ask(ctx context.Context, r Runner, o *Options, j job) (res Result, traces [
 	return res, traces
 }
 
-// describe fills what res reports of the run's trace.
-func describe(res *Result, tr *chain.Trace) {
+// describe fills what res reports of the run's trace, which started at
+// t0; a model load that calls of several items waited for together
+// counts in the first of them to end (loads).
+func describe(res *Result, tr *chain.Trace, t0 time.Time, loads *node.LoadLedger) {
 	res.Routed = tr.Mode
 	u := tr.Usage()
 	res.TokensIn, res.TokensOut = u.PromptTokens, u.CompletionTokens
 	for _, s := range tr.Stages {
 		res.Calls += len(s.Calls)
 		for i := range s.Calls {
-			if s.Calls[i].LoadedModel() {
+			c := &s.Calls[i]
+			if !c.LoadedModel() {
+				continue
+			}
+			name := s.Node
+			if c.Node != "" { // a summary: the summarizer's load
+				name = c.Node
+			}
+			if loads.First(name, t0.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS)*time.Millisecond)) {
 				res.Loads++
 			}
 		}

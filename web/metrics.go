@@ -48,17 +48,9 @@ type Metrics struct {
 	bySeries sync.Map // requestKey → *requestSeries
 	byStage  sync.Map // stageKey → *stageSeries
 
-	// readyMu guards ready: by node, when the models of the loads counted
-	// lately became ready (loadsKept of them), so that calls that waited
-	// for one load together count it once.
-	readyMu sync.Mutex
-	ready   map[string][]time.Time
+	// loads counts the calls that waited for one load together once.
+	ledger node.LoadLedger
 }
-
-// loadsKept is how many loads a node's recent ready times keep: more than
-// the calls that may wait for one load together (a node's max_concurrency
-// and the summaries beside it, at the request ends they are counted in).
-const loadsKept = 16
 
 type requestKey struct {
 	route, mode string
@@ -108,7 +100,7 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
-		reg: reg, ready: map[string][]time.Time{},
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "chainproxy_requests_total", Help: "Requests by route, mode and HTTP status.",
 		}, []string{"route", "mode", "status"}),
@@ -321,33 +313,11 @@ func (m *Metrics) observeLoad(st *chain.StageTrace, c *chain.ModelCall, t0 time.
 	if c.Node != "" {
 		node, model = c.Node, m.models[c.Node]
 	}
-	if !t0.IsZero() && !m.firstOfLoad(node, t0.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS)*time.Millisecond)) {
+	if !t0.IsZero() && !m.ledger.First(node, t0.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS)*time.Millisecond)) {
 		return
 	}
 	m.loads.WithLabelValues(node, model).Inc()
 	m.loadSeconds.WithLabelValues(node, model).Observe(float64(*c.LoadMS) / 1000)
-}
-
-// firstOfLoad reports whether a load of node's model that made it ready at
-// ready is one not counted yet. Ollama reports a load to every call that
-// waited for it (its load_duration runs from a request's arrival to its
-// runner's readiness): calls whose model became ready within
-// node.LoadThreshold of each other waited for one load, since two loads of
-// one node's model take longer than that apart.
-func (m *Metrics) firstOfLoad(nodeName string, ready time.Time) bool {
-	m.readyMu.Lock()
-	defer m.readyMu.Unlock()
-	seen := m.ready[nodeName]
-	for _, r := range seen {
-		if d := ready.Sub(r); d < node.LoadThreshold && d > -node.LoadThreshold {
-			return false
-		}
-	}
-	if len(seen) == loadsKept {
-		seen = seen[1:]
-	}
-	m.ready[nodeName] = append(seen, ready)
-	return true
 }
 
 // Tool labels of the calls that are not the server's own tools.

@@ -455,3 +455,47 @@ tools:
 		}
 	}
 }
+
+// TestEvalCountsSharedLoadOnce: items asked together that wait for one
+// model load count it once in the report, as the server loaded it once;
+// Ollama reports the load to each waiting call.
+func TestEvalCountsSharedLoadOnce(t *testing.T) {
+	ol := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		return fakeollama.Reply{Content: []string{"4"}}
+	})
+	// 6 GB at 10 GB/s: a load takes 600 ms, long enough for both items'
+	// calls to arrive while it runs.
+	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 10e9, Sizes: map[string]int64{"small": 6e9}})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "proxy.yaml")
+	data := filepath.Join(dir, "set.jsonl")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: small, max_concurrency: 2}
+chain:
+  stages: [{node: OL1, max_turns: 1}]
+  simple_node: OL1
+tools:
+  root: ""
+`, ol.URL), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data, []byte(`{"id":"one","question":"What is 2+2?","answer":"4","match":"number"}
+{"id":"two","question":"What is 1+3?","answer":"4","match":"number"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runEvalCmd(t, "-config", cfg, "-data", data, "-modes", "OL1", "-concurrency", "2", "-out", out)
+	if code != 0 {
+		t.Fatalf("eval exit code = %d, want 0; stderr:\n%s", code, stderr)
+	}
+	_, raw := readReport(t, out)
+	var got float64
+	for _, m := range raw["modes"].([]any) {
+		got += m.(map[string]any)["model_loads"].(float64)
+	}
+	if want := len(ol.Loads()); got != float64(want) {
+		t.Errorf("report.json model_loads = %v, want %d (the fake's loads)", got, want)
+	}
+}
