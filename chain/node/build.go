@@ -45,7 +45,7 @@ type Deps struct {
 type Set struct {
 	backends map[string]Backend
 	order    []config.Node
-	byName   map[string]config.Node
+	byName   map[string]*config.Node // into order: a lookup copies no Node
 	// runnerWindows are the windows of the nodes sharing an Ollama runner
 	// (config.RunnerWindows).
 	runnerWindows map[string]int
@@ -59,10 +59,10 @@ type Set struct {
 // is masked with cfg's redactor, the one the proxy builds for its logs,
 // answers and traces.
 func newSet(cfg *config.Config, backends map[string]Backend) *Set {
-	s := &Set{backends: backends, order: cfg.Nodes, byName: make(map[string]config.Node, len(cfg.Nodes)),
+	s := &Set{backends: backends, order: cfg.Nodes, byName: make(map[string]*config.Node, len(cfg.Nodes)),
 		runnerWindows: cfg.RunnerWindows(), offline: NewOffline(30*time.Second, time.Now), known: newKnown(), redact: redact.FromConfig(cfg)}
-	for _, n := range cfg.Nodes {
-		s.byName[n.Name] = n
+	for i, n := range cfg.Nodes {
+		s.byName[n.Name] = &cfg.Nodes[i]
 		if n.OfflineFor > 0 {
 			s.offline.SetTTL(n.Name, n.OfflineFor)
 		}

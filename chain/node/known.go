@@ -55,10 +55,17 @@ func newKnown() known {
 	return known{caps: map[string][]string{}, asked: map[string]bool{}, window: map[string]int{}, max: map[string]int{}, called: map[string]bool{}}
 }
 
-func (s *Set) node(name string) (config.Node, bool) {
-	n, ok := s.byName[name]
-	return n, ok
+// node is the configured node named name, by pointer: Window and the
+// probes ask it on every call, and a Node is too large to copy each time.
+func (s *Set) node(name string) (*config.Node, bool) {
+	if n, ok := s.byName[name]; ok {
+		return n, true
+	}
+	return &noNode, false
 }
+
+// noNode is the node of a name no node has: its zero value, read only.
+var noNode config.Node
 
 // Probe checks that node name answers and has its model, and remembers
 // what its server says of the model (Describe). A node that does not
@@ -89,7 +96,7 @@ func (s *Set) Probe(ctx context.Context, name string) error {
 // describe asks n's server about its model and remembers its capabilities;
 // the configuration's capabilities, when set, win over the server's.
 // Backends that cannot describe their model are taken at their config.
-func (s *Set) describe(ctx context.Context, n config.Node, b Backend) error {
+func (s *Set) describe(ctx context.Context, n *config.Node, b Backend) error {
 	d, ok := b.(Describer)
 	if !ok {
 		if n.Capabilities != nil {
@@ -192,8 +199,8 @@ func (s *Set) RunnerWindow(name string) int {
 // unknown (no fitting).
 func (s *Set) Window(name string) int {
 	n, _ := s.node(name)
-	if w := cmp.Or(n.ContextWindow, s.RunnerWindow(name)); w > 0 {
-		return w
+	if w := cmp.Or(n.ContextWindow, s.runnerWindows[name]); w > 0 {
+		return w // RunnerWindow's answer, without asking for n again
 	}
 	s.known.mu.Lock()
 	w, most := s.known.window[name], s.known.max[name]
