@@ -12,7 +12,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
 	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
@@ -86,13 +85,9 @@ func newEngine(b *testing.B, yamlText string) *chain.Engine {
 	if err != nil {
 		b.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = mock.New(n)
-	}
 	mem := store.NewMemory(100_000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Nodes:     node.SetOf(cfg, backends),
+		Nodes:     buildWith(b, cfg, mockNodes),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewAdmission(cfg.Nodes),

@@ -205,7 +205,7 @@ nodes:
 				}
 			}}
 			mem := store.NewMemory(1000, 10)
-			eng, err = chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2}),
+			eng, err = chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, ownMocks(t, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2})),
 				Guard: antiloop.NewGuard(mem, 0, 0)})
 			if err != nil {
 				t.Fatal(err)

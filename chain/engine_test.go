@@ -72,15 +72,14 @@ func newHarness(t *testing.T, yamlText string) *harness {
 		t.Fatal(err)
 	}
 	h := &harness{nodes: map[string]*recorder{}, cfg: cfg}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
+	record := func(n config.Node) node.Backend {
 		rec := &recorder{Backend: mock.New(n)}
 		h.nodes[n.Name] = rec
-		backends[n.Name] = rec
+		return rec
 	}
 	mem := store.NewMemory(1000, 10)
 	h.engine, err = chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(cfg, backends),
+		Nodes: buildWith(t, cfg, map[string]node.Provider{config.ProviderMock: record}),
 		Tools: reg,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -709,7 +708,7 @@ chain:
 	runner := &blockingRunner{ToolRunner: reg, started: make(chan struct{})}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: buildWith(t, cfg, mockNodes),
 		Tools: runner,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

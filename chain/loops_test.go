@@ -388,11 +388,8 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	}
 	runner := &countingTools{Registry: reg, runs: map[string]int{}}
 	sc := &scripts{}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = backend(t, wire, n, sc)
-	}
-	deps := chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: runner,
+	scripted := func(n config.Node) node.Backend { return backend(t, wire, n, sc) }
+	deps := chain.Deps{Nodes: buildWith(t, cfg, map[string]node.Provider{config.ProviderOllama: scripted, config.ProviderOpenAI: scripted}), Tools: runner,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)}
 	if rs, ok := st.(chain.ResumeStore); ok { // a chain waiting on the client resumes from the same store
 		deps.Resume = rs

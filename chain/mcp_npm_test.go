@@ -12,8 +12,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/mcptest"
 	"chainproxy/store"
@@ -72,7 +70,7 @@ chain:
 		t.Fatalf("MCPStatus() = %+v, want both ok", st)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: buildWith(t, cfg, mockNodes),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

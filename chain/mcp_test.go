@@ -14,7 +14,6 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -82,7 +81,7 @@ chain:
 	defer reg.Close()
 	rec := &recorder{Backend: mock.New(cfg.Nodes[0])}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": rec}),
+		Nodes: buildWith(t, cfg, ownMocks(t, map[string]*recorder{"OL1": rec})),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -12,8 +12,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -108,11 +106,7 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 			runner := &countingRunner{Registry: reg, calls: map[uint64]int{}, failed: map[uint64]int{}}
-			backends := map[string]node.Backend{}
-			for _, n := range cfg.Nodes {
-				backends[n.Name] = mock.New(n)
-			}
-			eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+			eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,8 +12,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -43,11 +41,7 @@ func resumeHarness(t *testing.T, mem *store.Memory) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for name, rec := range h.nodes {
-		backends[name] = rec
-	}
-	deps := chain.Deps{Nodes: node.SetOf(h.cfg, backends), Tools: reg, Guard: antiloop.NewGuard(store.NewMemory(0, 0), h.cfg.Antiloop.SignatureTTL, h.cfg.Antiloop.CallIDTTL)}
+	deps := chain.Deps{Nodes: buildWith(t, h.cfg, ownMocks(t, h.nodes)), Tools: reg, Guard: antiloop.NewGuard(store.NewMemory(0, 0), h.cfg.Antiloop.SignatureTTL, h.cfg.Antiloop.CallIDTTL)}
 	if mem != nil {
 		deps.Resume = mem
 	}
@@ -216,12 +210,8 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = mock.New(n)
-	}
 	mem := store.NewMemory(0, 0)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(b, cfg, mockNodes), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -265,12 +255,8 @@ chain:
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for name, rec := range h.nodes {
-		backends[name] = rec
-	}
 	mem := store.NewMemory(0, 0)
-	if h.engine, err = chain.New(h.cfg, chain.Deps{Nodes: node.SetOf(h.cfg, backends), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
+	if h.engine, err = chain.New(h.cfg, chain.Deps{Nodes: buildWith(t, h.cfg, ownMocks(t, h.nodes)), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	client := []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}

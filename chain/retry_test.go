@@ -48,7 +48,7 @@ func TestBatchRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &flaky{fails: tt.fails, status: tt.status}
-			eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, map[string]node.Backend{"A": f}), Guard: antiloop.NewGuard(store.NewMemory(10, 1), time.Second, time.Second)})
+			eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, ownMocks(t, map[string]*flaky{"A": f})), Guard: antiloop.NewGuard(store.NewMemory(10, 1), time.Second, time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,8 +12,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -146,7 +144,7 @@ chain:
 	var log workLog
 	reg := traceTools(t, cfg, &log)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: buildWith(t, cfg, mockNodes),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -291,7 +289,7 @@ chain:
 		t.Fatal(err)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: node.SetOf(cfg, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0])}),
+		Nodes: buildWith(t, cfg, mockNodes),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -79,12 +79,12 @@ func newUpstreamEngine(t *testing.T, nodes map[string]*upstream, edit func(*conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for name, u := range nodes {
-		backends[name] = u
-	}
+	// The fakes stand for nodes of any provider: an edit may make one an
+	// Ollama node, to see what the engine makes of an Ollama server's words.
+	up := byName(t, nodes)
+	providers := map[string]node.Provider{config.ProviderMock: up, config.ProviderOllama: up, config.ProviderOpenAI: up}
 	mem := store.NewMemory(100, 10)
-	e, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Guard: antiloop.NewGuard(mem, time.Minute, time.Minute)})
+	e, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, providers), Tools: reg, Guard: antiloop.NewGuard(mem, time.Minute, time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

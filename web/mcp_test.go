@@ -11,8 +11,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -49,12 +47,8 @@ func TestReadyzListsMCPServers(t *testing.T) {
 	}
 	reg.StartMCP(t.Context(), []config.MCPServer{{Name: "kb", URL: up.URL}, {Name: "gone", URL: gone}}, mcp.Options{StartTimeout: 5 * time.Second, MinBackoff: time.Hour})
 	defer reg.Close()
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = mock.New(n)
-	}
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/mock"
-	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
@@ -34,11 +32,7 @@ func replica(t *testing.T, cfg *config.Config, redisURL string) (*httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	backends := map[string]node.Backend{}
-	for _, n := range cfg.Nodes {
-		backends[n.Name] = mock.New(n)
-	}
-	eng, err := chain.New(cfg, chain.Deps{Nodes: node.SetOf(cfg, backends), Tools: reg, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: reg, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

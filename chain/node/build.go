@@ -36,7 +36,10 @@ func Register(name string, build Provider) {
 type Deps struct {
 	// Providers build the nodes of providers no backend package
 	// registers, by provider name: the demo's mock nodes, whose script
-	// follows the classifier's words (cmd/proxy).
+	// follows the classifier's words (cmd/proxy). They come before the
+	// registered ones, so that a test gives a node of any provider a
+	// backend of its own (a recorder, a scripted fake) the way the proxy
+	// builds its nodes.
 	Providers map[string]Provider
 }
 
@@ -55,11 +58,11 @@ type Set struct {
 	admission     Admitter
 }
 
-// newSet is the Set of cfg's nodes over backends. What their servers say
-// is masked with cfg's redactor, the one the proxy builds for its logs,
-// answers and traces.
-func newSet(cfg *config.Config, backends map[string]Backend) *Set {
-	s := &Set{backends: backends, order: cfg.Nodes, byName: make(map[string]*config.Node, len(cfg.Nodes)),
+// newSet is the Set of cfg's nodes, their backends yet to be built. What
+// their servers say is masked with cfg's redactor, the one the proxy builds
+// for its logs, answers and traces.
+func newSet(cfg *config.Config) *Set {
+	s := &Set{backends: make(map[string]Backend, len(cfg.Nodes)), order: cfg.Nodes, byName: make(map[string]*config.Node, len(cfg.Nodes)),
 		runnerWindows: cfg.RunnerWindows(), offline: NewOffline(30*time.Second, time.Now), known: newKnown(), redact: redact.FromConfig(cfg)}
 	for i, n := range cfg.Nodes {
 		s.byName[n.Name] = &cfg.Nodes[i]
@@ -74,7 +77,7 @@ func newSet(cfg *config.Config, backends map[string]Backend) *Set {
 // backend for its provider, wrapped in a Hosts when it has several hosts
 // (HostsBackend). A node whose provider nobody provides is an error.
 func Build(cfg *config.Config, deps Deps) (*Set, error) {
-	s := newSet(cfg, make(map[string]Backend, len(cfg.Nodes)))
+	s := newSet(cfg)
 	var errs []error
 	providersMu.RLock()
 	defer providersMu.RUnlock()
@@ -90,14 +93,6 @@ func Build(cfg *config.Config, deps Deps) (*Set, error) {
 		s.backends[n.Name] = HostsBackend(n, build)
 	}
 	return s, errors.Join(errs...)
-}
-
-// SetOf is the Set of cfg's nodes over hand-made backends, by node name.
-// It is for tests whose backend is a Go value (a scripted mock, a
-// recorder) with no HTTP upstream behind it: a node with a base_url, fake
-// or real, goes through Build as the proxy's do.
-func SetOf(cfg *config.Config, backends map[string]Backend) *Set {
-	return newSet(cfg, backends)
 }
 
 // Backend returns the backend of the node named name.

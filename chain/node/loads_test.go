@@ -49,6 +49,24 @@ func (l memLoader) Preload(context.Context, *time.Duration, int) error {
 	return nil
 }
 
+// buildSet builds nodes as the proxy does (Build, HostsBackend included),
+// each host of a node over the backend backends holds under its name.
+func buildSet(t *testing.T, nodes []config.Node, backends map[string]Backend) *Set {
+	t.Helper()
+	byName := func(n config.Node) Backend {
+		b, ok := backends[n.Name]
+		if !ok {
+			t.Fatalf("no backend for node %s", n.Name)
+		}
+		return b
+	}
+	set, err := Build(&config.Config{Nodes: nodes}, Deps{Providers: map[string]Provider{config.ProviderOllama: byName, config.ProviderOpenAI: byName}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
 // loadsAdmission is an admission over nodes A (model a) and B (model b) on
 // one Ollama server, one call at a time each, scheduled with wait; the
 // server holds a, and each model fills its memory alone.
@@ -60,7 +78,7 @@ func loadsAdmission(t *testing.T, wait time.Duration) *Admission {
 		{Name: "B", Provider: config.ProviderOllama, BaseURL: "http://gpu:11434/", Model: "b", MaxQueue: 8},
 	}
 	a := NewAdmission(nodes)
-	a.ScheduleLoads(nodes, SetOf(&config.Config{Nodes: nodes}, map[string]Backend{"A": memLoader{srv, "a:latest"}, "B": memLoader{srv, "b:latest"}}), wait)
+	a.ScheduleLoads(nodes, buildSet(t, nodes, map[string]Backend{"A": memLoader{srv, "a:latest"}, "B": memLoader{srv, "b:latest"}}), wait)
 	return a
 }
 
@@ -131,7 +149,7 @@ func TestWarmLoadsWhatFits(t *testing.T) {
 			{Name: "M2", Provider: config.ProviderOllama, BaseURL: "http://gpu:11434", Model: "m2", MaxQueue: 8},
 		}
 		a := NewAdmission(nodes)
-		set := SetOf(&config.Config{Nodes: nodes}, map[string]Backend{"OL1": memLoader{srv, "o:latest"}, "M1": memLoader{srv, "m1:latest"}, "M2": memLoader{srv, "m2:latest"}})
+		set := buildSet(t, nodes, map[string]Backend{"OL1": memLoader{srv, "o:latest"}, "M1": memLoader{srv, "m1:latest"}, "M2": memLoader{srv, "m2:latest"}})
 		a.ScheduleLoads(nodes, set, time.Minute)
 		later := []Preload{{Node: "M1"}, {Node: "M2"}}
 		preloads := func() []string {
@@ -229,7 +247,7 @@ func TestScheduleLoadsOnlySharedOllama(t *testing.T) {
 				}
 			}
 			a := NewAdmission(tt.nodes)
-			a.ScheduleLoads(tt.nodes, SetOf(&config.Config{Nodes: tt.nodes}, backends), tt.wait)
+			a.ScheduleLoads(tt.nodes, buildSet(t, tt.nodes, backends), tt.wait)
 			var got []string
 			for _, n := range tt.nodes {
 				if a.gates[n.Name].runner != nil {
