@@ -20,9 +20,6 @@ import (
 
 	"chainproxy/antiloop"
 	"chainproxy/chain"
-	"chainproxy/chain/node"
-	"chainproxy/chain/node/ollama"
-	"chainproxy/chain/node/openai"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
@@ -293,36 +290,36 @@ func workspace(t *testing.T) string {
 	return root
 }
 
-// backend starts a fake upstream of the given wire format for node, whose
-// replies come from sc.
-func backend(t *testing.T, wire string, n config.Node, sc *scripts) node.Backend {
+// fakeUpstream starts a fake upstream of the given wire format for node n,
+// whose replies come from sc, and points n at it: a fake is a base_url,
+// built into a backend by node.Build as the proxy's are.
+func fakeUpstream(t *testing.T, wire string, n *config.Node, sc *scripts) {
+	name := n.Name
 	switch wire {
 	case "ollama":
 		srv := fakeollama.NewFunc(t, func(_ int, _ *api.ChatRequest) fakeollama.Reply {
-			turn := sc.next(n.Name)
+			turn := sc.next(name)
 			r := fakeollama.Reply{Content: pieces(turn.Content, turn.Chunk), Thinking: pieces(turn.Reasoning, turn.Chunk)}
 			for _, c := range turn.Calls {
 				var args map[string]any
 				if err := json.Unmarshal([]byte(c.Args), &args); err != nil {
-					t.Errorf("%s: Ollama sends arguments as an object; %q is not one: %v", n.Name, c.Args, err)
+					t.Errorf("%s: Ollama sends arguments as an object; %q is not one: %v", name, c.Args, err)
 				}
 				r.ToolCalls = append(r.ToolCalls, fakeollama.ToolCall{Name: c.Name, Args: args})
 			}
 			return r
 		})
 		n.Provider, n.BaseURL = config.ProviderOllama, srv.URL
-		return ollama.New(n, srv.Client())
 	default:
 		srv := fakeopenai.NewFunc(t, func(call int, _ *openaiapi.ChatCompletionRequest) fakeopenai.Reply {
-			turn := sc.next(n.Name)
+			turn := sc.next(name)
 			r := fakeopenai.Reply{Content: pieces(turn.Content, turn.Chunk), Reasoning: pieces(turn.Reasoning, turn.Chunk)}
 			for i, c := range turn.Calls {
-				r.ToolCalls = append(r.ToolCalls, fakeopenai.ToolCall{ID: fmt.Sprintf("call_%s_%d_%d", n.Name, call, i), Name: c.Name, Arguments: c.Args})
+				r.ToolCalls = append(r.ToolCalls, fakeopenai.ToolCall{ID: fmt.Sprintf("call_%s_%d_%d", name, call, i), Name: c.Name, Arguments: c.Args})
 			}
 			return r
 		})
 		n.Provider, n.BaseURL = config.ProviderOpenAI, srv.BaseURL()
-		return openai.New(n, srv.Client())
 	}
 }
 
@@ -388,8 +385,10 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	}
 	runner := &countingTools{Registry: reg, runs: map[string]int{}}
 	sc := &scripts{}
-	scripted := func(n config.Node) node.Backend { return backend(t, wire, n, sc) }
-	deps := chain.Deps{Nodes: buildWith(t, cfg, map[string]node.Provider{config.ProviderOllama: scripted, config.ProviderOpenAI: scripted}), Tools: runner,
+	for i := range cfg.Nodes {
+		fakeUpstream(t, wire, &cfg.Nodes[i], sc)
+	}
+	deps := chain.Deps{Nodes: buildNodes(t, cfg), Tools: runner,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)}
 	if rs, ok := st.(chain.ResumeStore); ok { // a chain waiting on the client resumes from the same store
 		deps.Resume = rs
