@@ -44,8 +44,12 @@ func (r *run) clientNames() map[string]bool {
 // tools they hide (hiddenTools). tool_choice "none" keeps the client's
 // tools out; "required" and a named function bind one model's answer,
 // which in the chain no stage gives alone, so they offer the tools as
-// "auto" does.
+// "auto" does. In simple mode the client's tools replace the server's
+// (clientTurns).
 func (r *run) stageTools() []Tool {
+	if r.clientOnly {
+		return r.req.ClientTools
+	}
 	if !r.offersClientTools() {
 		return r.tv.specs
 	}

@@ -3,16 +3,24 @@ package chain
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"chainproxy/chain/judge"
+	"chainproxy/chain/toolfit"
 )
 
 // clientTurns answers a request that carries its own tools: the client
 // executes them, so the proxy only offers them (honouring tool_choice),
 // removes duplicate calls from a batch, and refuses to pass on a call the
-// conversation shows going nowhere (see judge.ClientCalls).
+// conversation shows going nowhere (see judge.ClientCalls). Under
+// tool_choice auto or required they are fitted to the node's window as a
+// chain stage's tools are (chooseTools): whole, compact, or the most
+// relevant beside find_tools, which the proxy answers (clientFinds). The
+// client sees neither find_tools nor a compact schema: only calls to its
+// own tools, named and with the arguments as the model made them, checked
+// against the schemas it sent. A relay's tools go as they came.
 func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 	offered := r.req.ClientTools
 	tc := r.req.ToolChoice
@@ -26,14 +34,28 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 				offered = []Tool{t}
 			}
 		}
+	default:
+		if !r.relay {
+			r.clientOnly = true
+			r.chooseTools(ctx, s, nil)
+			r.trace.Stages[s.idx] = s.st
+		}
 	}
 	mustCall := len(offered) > 0 && (tc.Mode == "function" || tc.Mode == "required")
 	history := judge.ClientHistoryOf(r.req.Messages, r.req.ClientTools)
 	reasked := false
 	for {
+		if r.clientOnly {
+			// What find_tools found is offered from this turn.
+			offered = s.tools
+		}
 		msg, err := r.call(ctx, s, offered)
 		if err != nil {
 			return nil, err
+		}
+		if r.clientOnly {
+			// The call may have been offered fewer, to fit (fittedCall).
+			offered = s.tools
 		}
 		if dropped := r.dropUnoffered(s, &msg, offered); len(dropped) > 0 && len(msg.ToolCalls) == 0 && msg.Content == "" {
 			// Only calls the client cannot execute: ask once more, then
@@ -50,6 +72,15 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 				}
 			}
 			return nil, nil
+		}
+		if s.finds && slices.ContainsFunc(msg.ToolCalls, isFind) {
+			if !slices.ContainsFunc(msg.ToolCalls, func(c ToolCall) bool { return !isFind(c) }) {
+				if err := r.clientFinds(ctx, s, msg); err != nil || s.stop != "" {
+					return nil, err
+				}
+				continue
+			}
+			r.dropFinds(s, &msg)
 		}
 		if len(msg.ToolCalls) == 0 {
 			if mustCall && !reasked && r.left > 0 {
@@ -93,6 +124,47 @@ func (r *run) clientTurns(ctx context.Context, s *stage) (*Message, error) {
 		r.streamed = true
 		return nil, nil
 	}
+}
+
+// isFind reports whether c calls the run's own find_tools (when s.finds:
+// a client tool of that name is the client's).
+func isFind(c ToolCall) bool { return c.Name == toolfit.FindTools }
+
+// clientFinds answers a turn of find_tools calls alone, msg, as a stage's
+// are (judgeFind): the tools found are offered from the next turn, and
+// the exchange stays in the stage's messages, never the client's. A
+// repeated query stops the stage, which answers in one call without
+// tools; so does a spent turn budget, without the call.
+func (r *run) clientFinds(ctx context.Context, s *stage, msg Message) error {
+	s.msgs = append(s.msgs, msg)
+	results, err := r.execBatch(ctx, s, msg.ToolCalls)
+	if err != nil {
+		return err
+	}
+	s.msgs = append(s.msgs, results...)
+	switch {
+	case s.stop != "":
+		return r.finalCall(ctx, s)
+	case r.left <= 0:
+		s.stop = StageStoppedBudget
+	}
+	return nil
+}
+
+// dropFinds removes the find_tools calls from a turn that also calls the
+// client's tools, recording them in the trace: the turn's calls go to the
+// client, which never sees find_tools, and end the request.
+func (r *run) dropFinds(s *stage, msg *Message) {
+	keep := msg.ToolCalls[:0:0]
+	for _, c := range msg.ToolCalls {
+		if !isFind(c) {
+			keep = append(keep, c)
+			continue
+		}
+		s.st.ToolsUsed = append(s.st.ToolsUsed, ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: ToolBlocked, Result: "not run: the turn's calls to the client's tools went to the client, which ends the request"})
+	}
+	msg.ToolCalls = keep
+	r.trace.Stages[s.idx] = s.st
 }
 
 // loopCall is a requested call that the history shows going nowhere.

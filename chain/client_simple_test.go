@@ -3,6 +3,7 @@ package chain_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,5 +141,77 @@ func TestClientHistoryLoopGuard(t *testing.T) {
 	}
 	if blocked != 2 {
 		t.Errorf("trace shows %d blocked calls, want 2 (ask and insist)", blocked)
+	}
+}
+
+// TestClientFindTools: in simple mode a client's tools too large for its
+// node's window are offered beside find_tools, which the proxy answers:
+// a turn that asks find_tools beside a client call passes the client call
+// on alone (the client never sees find_tools); a find_tools query asked
+// twice is a repeat, which stops the stage, and the model answers without
+// tools.
+func TestClientFindTools(t *testing.T) {
+	var big []chain.Tool
+	for i := range 60 {
+		big = append(big, chain.Tool{
+			Name:        fmt.Sprintf("tool_%d", i),
+			Description: fmt.Sprintf("Works on widget %d. ", i) + strings.Repeat("Use it only when the task needs it. ", 40),
+			Parameters:  json.RawMessage(`{"type":"object","properties":{"target":{"type":"string"}}}`),
+		})
+	}
+	for _, tc := range []struct {
+		name, mock string   // the model's script
+		calls      []string // the client's calls
+		content    string   // the answer, when no call
+		uses       []string // the trace's tool uses
+		status     string
+	}{
+		{
+			name:  "beside a client call",
+			mock:  `turns: [{tool_calls: [{id: f1, name: find_tools, args: {query: widget 59}}, {id: c1, name: tool_0, args: {target: a}}]}]`,
+			calls: []string{"tool_0"}, uses: []string{"find_tools blocked", "tool_0 client"}, status: chain.StageOK,
+		},
+		{
+			name:    "asked twice",
+			mock:    `turns: [{tool_calls: [{id: f1, name: find_tools, args: {query: widget 59}}]}, {tool_calls: [{id: f2, name: find_tools, args: {query: widget 59}}]}], final: "No tool helps."`,
+			content: "No tool helps.", uses: []string{"find_tools ok", "find_tools blocked"}, status: chain.StageStoppedRepeat,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, `
+nodes:
+  - {name: OL1, provider: mock, context_window: 4096, mock: {`+tc.mock+`}}
+  - {name: M1, provider: mock, mock: {turns: [{content: x}]}}
+  - {name: M2, provider: mock, mock: {turns: [{content: y}]}}
+`)
+			res, err := h.engine.Run(context.Background(), &chain.RunRequest{
+				Model: chain.ModelSimple, Messages: []chain.Message{{Role: "user", Content: "work on the widgets"}}, ClientTools: big,
+			}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var calls []string
+			for _, c := range res.Message.ToolCalls {
+				calls = append(calls, c.Name)
+			}
+			if !equalSlices(calls, tc.calls) || res.Message.Content != tc.content {
+				t.Errorf("answer = %v %q, want %v %q", calls, res.Message.Content, tc.calls, tc.content)
+			}
+			st := res.Trace.Stages[0]
+			var uses []string
+			for _, u := range st.ToolsUsed {
+				uses = append(uses, u.Name+" "+u.Status)
+			}
+			if !equalSlices(uses, tc.uses) || st.Status != tc.status {
+				t.Errorf("tools used = %v, status %s; want %v, %s", uses, st.Status, tc.uses, tc.status)
+			}
+			if st.ToolFit == nil || len(st.ToolFit.Withheld) == 0 {
+				t.Errorf("tool_fit = %+v, want tools withheld", st.ToolFit)
+			}
+			offered := h.nodes["OL1"].requests()[0].Tools
+			if n := len(offered); n == 0 || n == len(big) || offered[n-1].Name != "find_tools" {
+				t.Errorf("first call offered %d tools, want some of %d and find_tools last", n, len(big))
+			}
+		})
 	}
 }

@@ -46,6 +46,9 @@ type run struct {
 	// tix indexes the tools the stages with tools choose from
 	// (toolIndex), made at the first choice.
 	tix *toolfit.Index
+	// clientOnly: the simple stage is offered the client's tools alone,
+	// fitted to its node's window as a chain stage's are (clientTurns).
+	clientOnly bool
 	// t0 is when the request started: trace times are offsets from it.
 	t0 time.Time
 	// question is the user's words the classifier judged, or the name of

@@ -3,6 +3,8 @@ package chain
 import (
 	"slices"
 	"strings"
+
+	"chainproxy/chain/toolfit"
 )
 
 // dropUnoffered removes from msg the calls of tools the client did not
@@ -19,7 +21,11 @@ func (r *run) dropUnoffered(s *stage, msg *Message, offered []Tool) []string {
 			continue
 		}
 		dropped = append(dropped, c.Name)
-		s.st.ToolsUsed = append(s.st.ToolsUsed, ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: ToolBlocked, Result: "not passed on: the client did not offer this tool"})
+		why := "not passed on: the client did not offer this tool"
+		if r.clientOnly && r.clientNames()[c.Name] {
+			why = "not passed on: the client's tool was withheld from this turn to fit the node's window (tool_fit)"
+		}
+		s.st.ToolsUsed = append(s.st.ToolsUsed, ToolUse{Name: c.Name, Args: r.traceArgs(c.Arguments), Status: ToolBlocked, Result: why})
 	}
 	if len(dropped) > 0 {
 		msg.ToolCalls = keep
@@ -36,8 +42,16 @@ func unofferedNote(dropped []string, offered []Tool) string {
 		return note + " Answer the user directly, without tools."
 	}
 	names := make([]string, len(offered))
+	find := false
 	for i, t := range offered {
 		names[i] = t.Name
+		find = find || t.Name == toolfit.FindTools
 	}
-	return note + " You may call only: " + strings.Join(names, ", ") + ", or answer directly."
+	note += " You may call only: " + strings.Join(names, ", ") + ", or answer directly."
+	if find {
+		// The client's tools were withheld to fit the window: the one
+		// the model named may be among them.
+		note += " To use a tool not offered yet, call find_tools first: the tools it finds are offered from your next turn."
+	}
+	return note
 }
