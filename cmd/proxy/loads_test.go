@@ -278,10 +278,7 @@ func TestEvalModelLoads(t *testing.T) {
 	})
 	// 6 GB at 40 GB/s: a load takes 150 ms, past the 100 ms threshold.
 	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 40e9, Sizes: map[string]int64{"small": 6e9, "big": 6e9}})
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "proxy.yaml")
-	data := filepath.Join(dir, "set.jsonl")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+	cfg, data, out := evalFiles(t, fmt.Sprintf(`
 nodes:
   - {name: OL1, provider: ollama, base_url: %[1]q, model: small}
   - {name: M2, provider: ollama, base_url: %[1]q, model: big}
@@ -290,15 +287,9 @@ chain:
   simple_node: M2
 tools:
   root: ""
-`, ol.URL), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(data, []byte(`{"id":"one","question":"What is 2+2?","answer":"4","match":"number"}
+`, ol.URL), `{"id":"one","question":"What is 2+2?","answer":"4","match":"number"}
 {"id":"two","question":"What is 3+3?","answer":"6","match":"number"}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
+`)
 	code, stdout, stderr := runEvalCmd(t, "-config", cfg, "-data", data, "-modes", "OL1,M2,chain/reflexive", "-concurrency", "1", "-out", out)
 	if code != 0 {
 		t.Fatalf("eval exit code = %d, want 0; stderr:\n%s", code, stderr)
@@ -466,10 +457,7 @@ func TestEvalCountsSharedLoadOnce(t *testing.T) {
 	// 6 GB at 10 GB/s: a load takes 600 ms, long enough for both items'
 	// calls to arrive while it runs.
 	ol.SetMemory(fakeollama.Memory{Budget: 10e9, Bandwidth: 10e9, Sizes: map[string]int64{"small": 6e9}})
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "proxy.yaml")
-	data := filepath.Join(dir, "set.jsonl")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `
+	cfg, data, out := evalFiles(t, fmt.Sprintf(`
 nodes:
   - {name: OL1, provider: ollama, base_url: %[1]q, model: small, max_concurrency: 2}
 chain:
@@ -477,15 +465,9 @@ chain:
   simple_node: OL1
 tools:
   root: ""
-`, ol.URL), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(data, []byte(`{"id":"one","question":"What is 2+2?","answer":"4","match":"number"}
+`, ol.URL), `{"id":"one","question":"What is 2+2?","answer":"4","match":"number"}
 {"id":"two","question":"What is 1+3?","answer":"4","match":"number"}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
+`)
 	code, _, stderr := runEvalCmd(t, "-config", cfg, "-data", data, "-modes", "OL1", "-concurrency", "2", "-out", out)
 	if code != 0 {
 		t.Fatalf("eval exit code = %d, want 0; stderr:\n%s", code, stderr)
@@ -498,4 +480,19 @@ tools:
 	if want := len(ol.Loads()); got != float64(want) {
 		t.Errorf("report.json model_loads = %v, want %d (the fake's loads)", got, want)
 	}
+}
+
+// evalFiles writes an eval run's configuration and data set in a
+// temporary directory and returns their paths and the report's.
+func evalFiles(t *testing.T, config, set string) (cfg, data, out string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, data = filepath.Join(dir, "proxy.yaml"), filepath.Join(dir, "set.jsonl")
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(data, []byte(set), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, data, filepath.Join(dir, "out")
 }
