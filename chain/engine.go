@@ -114,9 +114,9 @@ type Engine struct {
 	// watcher sees every run's events (SetWatcher); a pointer, so that
 	// setting it never races with the runs reading it.
 	watcher atomic.Pointer[Watcher]
-	// warm loads the later stages' models early, when the admission
-	// schedules loads (warm.go); nil otherwise.
-	warm func()
+	// warm loads the models of the stages after stage i early, when
+	// the admission schedules loads (warm.go); nil otherwise.
+	warm []func()
 }
 
 // New builds an Engine over the configured nodes.
@@ -392,11 +392,11 @@ func (e *Engine) Run(ctx context.Context, req *RunRequest, emit func(Event) erro
 		// definitions and invites calls nobody asked for.
 		return r.simple(ctx, e.nodes[e.cfg.Chain.SimpleNode], e.runner != nil && !background)
 	}
-	if r.trace.Mode == ModeReflexive && e.warm != nil && ctx.Err() == nil {
+	if r.trace.Mode == ModeReflexive && ctx.Err() == nil {
 		// Only once the chain will run: a request refused (parts no
 		// node takes) or whose client went away at its classification
 		// would load models its stages never use, evicting others'.
-		e.warm()
+		e.warmFrom(0)
 	}
 	return r.reflexive(ctx)
 }

@@ -280,5 +280,8 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	if err := r.clientResults(s, st.Cur.Pending, results); err != nil {
 		return nil, err
 	}
+	if ctx.Err() == nil {
+		r.e.warmFrom(st.Stage)
+	}
 	return r.reflexiveFrom(ctx, st.Stage, s, done)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	neturl "net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -417,5 +419,91 @@ tools:
 	defer mu.Unlock()
 	if got := preloads - before; got != 0 {
 		t.Errorf("early loads for refused requests = %d, want 0", got)
+	}
+}
+
+// TestResumedChainLoadsLaterStagesEarly: a chain resumed with the client's
+// tool results loads its later stages' models early again, from the stage
+// it resumes in: while it waited for the client, another request evicted
+// the model it had loaded early (m1, which does not fit beside m2).
+func TestResumedChainLoadsLaterStagesEarly(t *testing.T) {
+	const resumedTurn = time.Second // OL1's turn after the tool result
+	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		toolResult := slices.ContainsFunc(req.Messages, func(m api.Message) bool { return m.Role == "tool" })
+		switch {
+		case req.Model == "o" && len(req.Tools) > 0 && !toolResult:
+			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{ID: "call_w", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}}
+		case req.Model == "o" && toolResult:
+			return fakeollama.Reply{Content: []string{"Raw findings."}, Delay: resumedTurn}
+		}
+		return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
+	})
+	// o and m1 fit together, m1 and m2 do not.
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 10e9 / 0.3, // m1 loads in 0.3 s
+		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 2, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: M2
+  max_total_turns: 4
+`, fake.URL))
+	postChain(t, base, "First: review this plan.") // the scheduling learns the server's memory
+	post := func(model, messages string) []byte {
+		t.Helper()
+		tool := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":`+strconv.Quote(model)+`,"messages":[`+messages+`],`+tool+`}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", model, resp.StatusCode, body)
+		}
+		return body
+	}
+	user := `{"role":"user","content":"Review this plan against the weather in Paris."}`
+	var paused struct {
+		Choices []struct {
+			Message json.RawMessage `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(post("chain/reflexive", user), &paused); err != nil || len(paused.Choices) != 1 {
+		t.Fatalf("paused answer: %v", err)
+	}
+	var call struct {
+		ToolCalls []struct{ ID string } `json:"tool_calls"`
+	}
+	if err := json.Unmarshal(paused.Choices[0].Message, &call); err != nil || len(call.ToolCalls) != 1 {
+		t.Fatalf("paused answer's message = %s, want one tool call", paused.Choices[0].Message)
+	}
+	// Another client's request for M2 evicts m1 meanwhile.
+	post("chain/simple", `{"role":"user","content":"hello"}`)
+	before := len(fake.Loads())
+	sent := time.Now()
+	resumed := post("chain/reflexive", user+","+string(paused.Choices[0].Message)+
+		fmt.Sprintf(`,{"role":"tool","tool_call_id":%q,"content":"sunny"}`, call.ToolCalls[0].ID))
+	if !strings.Contains(string(resumed), "resumed in stage OL1") {
+		t.Fatalf("the second request did not resume the chain: %.400s", resumed)
+	}
+	var m1 *fakeollama.LoadEvent
+	for _, l := range fake.Loads()[before:] {
+		if l.Model == "m1" {
+			m1 = &l
+		}
+	}
+	if m1 == nil {
+		t.Fatalf("resumed chain's loads = %v, want one of m1", fake.Loads()[before:])
+	}
+	if got := m1.Start.Sub(sent); got >= resumedTurn/2 {
+		t.Errorf("m1's load began %v after the resuming request, want it while OL1 answers (under %v)", got, resumedTurn/2)
 	}
 }
