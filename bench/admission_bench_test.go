@@ -19,6 +19,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -128,7 +129,7 @@ store:
 	b.Cleanup(func() { slots.Close() })
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes:     buildNodes(b, cfg),
+		Nodes:     nodetest.Build(b, cfg, nil),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewSharedAdmission(b.Context(), cfg.Nodes, slots, node.NewAdmission(cfg.Nodes), nil),

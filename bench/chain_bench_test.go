@@ -14,6 +14,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -87,7 +88,7 @@ func newEngine(b *testing.B, yamlText string) *chain.Engine {
 	}
 	mem := store.NewMemory(100_000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Nodes:     buildWith(b, cfg, mockNodes),
+		Nodes:     nodetest.Build(b, cfg, nodetest.Mocks),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewAdmission(cfg.Nodes),

@@ -17,6 +17,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 	"chainproxy/web"
@@ -82,7 +83,7 @@ tools:
 	}
 	mem := store.NewMemory(0, 0)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes:     buildNodes(b, cfg),
+		Nodes:     nodetest.Build(b, cfg, nil),
 		Tools:     reg,
 		Guard:     antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 		Admission: node.NewAdmission(cfg.Nodes),

@@ -14,6 +14,7 @@ import (
 	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 )
 
@@ -115,7 +116,7 @@ func TestClientToolsSkipStagesWithoutTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Tools.Root = ""
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
 	if err != nil {
@@ -205,7 +206,7 @@ nodes:
 				}
 			}}
 			mem := store.NewMemory(1000, 10)
-			eng, err = chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, ownMocks(t, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2})),
+			eng, err = chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, ownMocks(t, map[string]node.Backend{"OL1": mock.New(cfg.Nodes[0]), "M1": m1, "M2": m2})),
 				Guard: antiloop.NewGuard(mem, 0, 0)})
 			if err != nil {
 				t.Fatal(err)

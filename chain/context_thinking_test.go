@@ -10,6 +10,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 )
 
@@ -75,7 +76,7 @@ chain:
 	}
 	cfg.Tools.Root = ""
 	mem := store.NewMemory(1000, 10)
-	e, err := chain.New(cfg, chain.Deps{Nodes: buildNodes(t, cfg),
+	e, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, nil),
 		Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"chainproxy/chain/mock"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -79,7 +80,7 @@ func newHarness(t *testing.T, yamlText string) *harness {
 	}
 	mem := store.NewMemory(1000, 10)
 	h.engine, err = chain.New(cfg, chain.Deps{
-		Nodes: buildWith(t, cfg, map[string]node.Provider{config.ProviderMock: record}),
+		Nodes: nodetest.Build(t, cfg, map[string]node.Provider{config.ProviderMock: record}),
 		Tools: reg,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -708,7 +709,7 @@ chain:
 	runner := &blockingRunner{ToolRunner: reg, started: make(chan struct{})}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: buildWith(t, cfg, mockNodes),
+		Nodes: nodetest.Build(t, cfg, nodetest.Mocks),
 		Tools: runner,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -16,6 +16,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -76,7 +77,7 @@ chain:
 	}
 	mem := store.NewMemory(1000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Nodes: buildNodes(t, cfg),
+		Nodes: nodetest.Build(t, cfg, nil),
 		Tools: reg, Guard: antiloop.NewGuard(mem, 0, 0), Memory: mem,
 	})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -388,7 +389,7 @@ func runLoopRow(t *testing.T, row loopRow, wire string, stream bool, st antiloop
 	for i := range cfg.Nodes {
 		fakeUpstream(t, wire, &cfg.Nodes[i], sc)
 	}
-	deps := chain.Deps{Nodes: buildNodes(t, cfg), Tools: runner,
+	deps := chain.Deps{Nodes: nodetest.Build(t, cfg, nil), Tools: runner,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)}
 	if rs, ok := st.(chain.ResumeStore); ok { // a chain waiting on the client resumes from the same store
 		deps.Resume = rs

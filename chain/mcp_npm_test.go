@@ -14,6 +14,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/config"
 	"chainproxy/internal/mcptest"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 	"chainproxy/tools/mcp"
@@ -70,7 +71,7 @@ chain:
 		t.Fatalf("MCPStatus() = %+v, want both ok", st)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: buildWith(t, cfg, mockNodes),
+		Nodes: nodetest.Build(t, cfg, nodetest.Mocks),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

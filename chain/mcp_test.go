@@ -19,6 +19,7 @@ import (
 	"chainproxy/tools"
 	"chainproxy/tools/mcp"
 
+	"chainproxy/internal/nodetest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -81,7 +82,7 @@ chain:
 	defer reg.Close()
 	rec := &recorder{Backend: mock.New(cfg.Nodes[0])}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: buildWith(t, cfg, ownMocks(t, map[string]*recorder{"OL1": rec})),
+		Nodes: nodetest.Build(t, cfg, ownMocks(t, map[string]*recorder{"OL1": rec})),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -106,7 +107,7 @@ func TestNoScriptedLoopExecutesACallTwice(t *testing.T) {
 				t.Fatal(err)
 			}
 			runner := &countingRunner{Registry: reg, calls: map[uint64]int{}, failed: map[uint64]int{}}
-			eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+			eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, nodetest.Mocks), Tools: runner, Guard: antiloop.NewGuard(store.NewMemory(1000, 1), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/config"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -39,7 +40,7 @@ memory: {answer_reserve: 256}
 	}
 	mem := store.NewMemory(1000, 10)
 	e, err := chain.New(cfg, chain.Deps{
-		Nodes: buildNodes(t, cfg),
+		Nodes: nodetest.Build(t, cfg, nil),
 		Tools: reg,
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -13,6 +13,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -41,7 +42,7 @@ func resumeHarness(t *testing.T, mem *store.Memory) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := chain.Deps{Nodes: buildWith(t, h.cfg, ownMocks(t, h.nodes)), Tools: reg, Guard: antiloop.NewGuard(store.NewMemory(0, 0), h.cfg.Antiloop.SignatureTTL, h.cfg.Antiloop.CallIDTTL)}
+	deps := chain.Deps{Nodes: nodetest.Build(t, h.cfg, ownMocks(t, h.nodes)), Tools: reg, Guard: antiloop.NewGuard(store.NewMemory(0, 0), h.cfg.Antiloop.SignatureTTL, h.cfg.Antiloop.CallIDTTL)}
 	if mem != nil {
 		deps.Resume = mem
 	}
@@ -211,7 +212,7 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	mem := store.NewMemory(0, 0)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(b, cfg, mockNodes), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(b, cfg, nodetest.Mocks), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -256,7 +257,7 @@ chain:
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(0, 0)
-	if h.engine, err = chain.New(h.cfg, chain.Deps{Nodes: buildWith(t, h.cfg, ownMocks(t, h.nodes)), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
+	if h.engine, err = chain.New(h.cfg, chain.Deps{Nodes: nodetest.Build(t, h.cfg, ownMocks(t, h.nodes)), Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	client := []chain.Tool{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object"}`)}}

@@ -10,6 +10,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 )
 
@@ -48,7 +49,7 @@ func TestBatchRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &flaky{fails: tt.fails, status: tt.status}
-			eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, ownMocks(t, map[string]*flaky{"A": f})), Guard: antiloop.NewGuard(store.NewMemory(10, 1), time.Second, time.Second)})
+			eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, ownMocks(t, map[string]*flaky{"A": f})), Guard: antiloop.NewGuard(store.NewMemory(10, 1), time.Second, time.Second)})
 			if err != nil {
 				t.Fatal(err)
 			}

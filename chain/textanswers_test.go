@@ -15,6 +15,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -163,7 +164,7 @@ func engineOf(t *testing.T, yamlText string) *chain.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: mem, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {

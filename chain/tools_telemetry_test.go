@@ -17,6 +17,7 @@ import (
 	"chainproxy/tools"
 	"chainproxy/tools/mcp"
 
+	"chainproxy/internal/nodetest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -144,7 +145,7 @@ chain:
 	var log workLog
 	reg := traceTools(t, cfg, &log)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: buildWith(t, cfg, mockNodes),
+		Nodes: nodetest.Build(t, cfg, nodetest.Mocks),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})
@@ -289,7 +290,7 @@ chain:
 		t.Fatal(err)
 	}
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: buildWith(t, cfg, mockNodes),
+		Nodes: nodetest.Build(t, cfg, nodetest.Mocks),
 		Tools: reg,
 		Guard: antiloop.NewGuard(store.NewMemory(1000, 10), cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

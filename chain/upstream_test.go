@@ -13,6 +13,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -84,7 +85,7 @@ func newUpstreamEngine(t *testing.T, nodes map[string]*upstream, edit func(*conf
 	up := byName(t, nodes)
 	providers := map[string]node.Provider{config.ProviderMock: up, config.ProviderOllama: up, config.ProviderOpenAI: up}
 	mem := store.NewMemory(100, 10)
-	e, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, providers), Tools: reg, Guard: antiloop.NewGuard(mem, time.Minute, time.Minute)})
+	e, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, providers), Tools: reg, Guard: antiloop.NewGuard(mem, time.Minute, time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

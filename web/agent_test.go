@@ -24,6 +24,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/oaischema"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
@@ -74,7 +75,7 @@ func agentProxy(t *testing.T, u *agentUpstreams, extra string, st store.Store) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {

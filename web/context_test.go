@@ -20,6 +20,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 )
@@ -79,7 +80,7 @@ func contextEngine(t *testing.T, yamlText string, st store.Store) (*httptest.Ser
 	if st == nil {
 		st = store.NewMemory(10000, 50)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Memory: st, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -56,7 +57,7 @@ func wireProxyAdmission(t *testing.T, nodes []config.Node, chainYAML string, kee
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	mem := store.NewMemory(1000, 10)
 	adm := node.NewAdmission(cfg.Nodes)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Admission: adm, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})

@@ -22,6 +22,7 @@ import (
 	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -47,7 +48,7 @@ chain:
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(1000, 10)
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Admission: node.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +222,7 @@ chain:
 	}
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{
-		Nodes: buildNodes(t, cfg),
+		Nodes: nodetest.Build(t, cfg, nil),
 		Tools: reg, Admission: node.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),
 	})

@@ -24,6 +24,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -83,7 +84,7 @@ func imageProxy(t *testing.T, chainYAML string) *imageNodes {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	st := store.NewMemory(1000, 50)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})

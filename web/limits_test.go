@@ -16,6 +16,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -56,7 +57,7 @@ chain:
 		t.Fatal(err)
 	}
 	st := store.NewMemory(1000, 50)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: buildNodes(t, cfg), Tools: reg, Resume: st,
+	eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, nil), Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -140,7 +141,7 @@ func loopProxy(t *testing.T, u *agentUpstreams) (*httptest.Server, *chainTraces)
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	st := store.NewMemory(0, 10)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: st,
 		Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})

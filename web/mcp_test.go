@@ -16,6 +16,7 @@ import (
 	"chainproxy/tools"
 	"chainproxy/tools/mcp"
 
+	"chainproxy/internal/nodetest"
 	"github.com/google/go-cmp/cmp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -48,7 +49,7 @@ func TestReadyzListsMCPServers(t *testing.T) {
 	reg.StartMCP(t.Context(), []config.MCPServer{{Name: "kb", URL: up.URL}, {Name: "gone", URL: gone}}, mcp.Options{StartTimeout: 5 * time.Second, MinBackoff: time.Hour})
 	defer reg.Close()
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, nodetest.Mocks), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"chainproxy/antiloop"
 	"chainproxy/chain"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -32,7 +33,7 @@ func replica(t *testing.T, cfg *config.Config, redisURL string) (*httptest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: reg, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, nodetest.Mocks), Tools: reg, Guard: antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

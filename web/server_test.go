@@ -23,6 +23,7 @@ import (
 	"chainproxy/chain"
 	"chainproxy/chain/node"
 	"chainproxy/config"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/oaischema"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -562,7 +563,7 @@ func mustEngine(t testing.TB, cfg *config.Config) *chain.Engine {
 		t.Fatal(err)
 	}
 	mem := store.NewMemory(1000, 10)
-	eng, err := chain.New(cfg, chain.Deps{Nodes: buildWith(t, cfg, mockNodes), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
+	eng, err := chain.New(cfg, chain.Deps{Nodes: nodetest.Build(t, cfg, nodetest.Mocks), Tools: reg, Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {
 		t.Fatal(err)
 	}

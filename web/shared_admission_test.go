@@ -22,6 +22,7 @@ import (
 	"chainproxy/chain/node"
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -118,7 +119,7 @@ admission:
 			t.Fatal(err)
 		}
 		eng, err := chain.New(cfg, chain.Deps{
-			Nodes:     buildNodes(t, cfg),
+			Nodes:     nodetest.Build(t, cfg, nil),
 			Tools:     reg,
 			Admission: adm,
 			Guard:     antiloop.NewGuard(st, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL),

@@ -25,6 +25,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/store"
 	"chainproxy/tools"
 )
@@ -48,7 +49,7 @@ func tracedProxy(t *testing.T, nodes []config.Node, chainYAML string) (*httptest
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	mem := store.NewMemory(1000, 10)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Admission: node.NewAdmission(cfg.Nodes), Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})
 	if err != nil {

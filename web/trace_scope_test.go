@@ -27,6 +27,7 @@ import (
 	"chainproxy/config"
 	"chainproxy/internal/fakeollama"
 	"chainproxy/internal/fakeopenai"
+	"chainproxy/internal/nodetest"
 	"chainproxy/internal/redistest"
 	"chainproxy/store"
 	"chainproxy/tools"
@@ -63,7 +64,7 @@ func tracesProxy(t *testing.T, nodes []config.Node, chainYAML string) (*httptest
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := buildNodes(t, cfg)
+	set := nodetest.Build(t, cfg, nil)
 	mem := store.NewMemory(1000, 50)
 	eng, err := chain.New(cfg, chain.Deps{Nodes: set, Tools: reg, Resume: mem, Admission: node.NewAdmission(cfg.Nodes),
 		Guard: antiloop.NewGuard(mem, cfg.Antiloop.SignatureTTL, cfg.Antiloop.CallIDTTL)})

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"chainproxy/internal/mcptest"
 )
 
 // TestToolsFitRealWindow: the research stage on a real Ollama (the tiny
@@ -20,18 +21,7 @@ import (
 // find_tools alone), and nothing is cut.
 func TestToolsFitRealWindow(t *testing.T) {
 	f := setup(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed")
-	}
-	mods, _ := filepath.Abs("../../tools/mcp/testdata/npm/node_modules/@modelcontextprotocol")
-	fsServer := filepath.Join(mods, "server-filesystem", "dist", "index.js")
-	everything := filepath.Join(mods, "server-everything", "dist", "index.js")
-	for _, p := range []string{fsServer, everything} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("reference MCP server missing (%v): run `npm ci` in tools/mcp/testdata/npm", err)
-		}
-	}
+	node, fsServer, everything := mcptest.Servers(t, "../../tools/mcp/testdata/npm")
 	work := t.TempDir()
 	if err := os.WriteFile(filepath.Join(work, "marker.txt"), []byte("MARKER-real"), 0o644); err != nil {
 		t.Fatal(err)
