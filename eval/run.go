@@ -282,7 +282,7 @@ func describe(res *Result, tr *chain.Trace, t0 time.Time, loads *node.LoadLedger
 			if c.Node != "" { // a summary: the summarizer's load
 				name = c.Node
 			}
-			if loads.First(name, t0.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS)*time.Millisecond)) {
+			if loads.First(name, c.Ready(t0)) {
 				res.Loads++
 			}
 		}

@@ -313,7 +313,7 @@ func (m *Metrics) observeLoad(st *chain.StageTrace, c *chain.ModelCall, t0 time.
 	if c.Node != "" {
 		node, model = c.Node, m.models[c.Node]
 	}
-	if !t0.IsZero() && !m.ledger.First(node, t0.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS)*time.Millisecond)) {
+	if !t0.IsZero() && !m.ledger.First(node, c.Ready(t0)) {
 		return
 	}
 	m.loads.WithLabelValues(node, model).Inc()

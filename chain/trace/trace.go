@@ -193,6 +193,15 @@ func (c *ModelCall) LoadedModel() bool {
 	return c.LoadMS != nil && *c.LoadMS >= node.LoadThreshold.Milliseconds()
 }
 
+// Ready is when the model of call c, a call that loaded it (LoadedModel),
+// was ready, for a request that started at start: the load ended after
+// the call's wait for a slot. Calls that waited for one load together
+// have the same Ready, which is how a load is counted once
+// (node.LoadLedger).
+func (c *ModelCall) Ready(start time.Time) time.Time {
+	return start.Add(time.Duration(c.StartMS+c.QueueMS+*c.LoadMS) * time.Millisecond)
+}
+
 // KeepPrompt records the messages call c sent and their fitting marks
 // (nil when none was fitted), for the stored trace's Messages
 // (Trace.WithPrompts).
