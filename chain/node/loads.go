@@ -230,7 +230,7 @@ func (r *runnerQueue) grant(g *gate) {
 		r.held[g.model] = true
 		return
 	}
-	if !r.resident[g.model] && !r.fits(g.model, "") {
+	if !r.resident[g.model] && !r.fits(g.model, nil) {
 		// It evicts the others: they are no longer there for the calls
 		// that wait for them.
 		clear(r.resident)
@@ -250,12 +250,12 @@ func (r *runnerQueue) busy() int {
 }
 
 // fits reports whether model fits within the budget beside the models the
-// server holds, or (for an early load, first set) beside those of them a
-// call uses or waits for and first, the model a call is about to use, the
-// others being evicted at need. A model fits beside none; one whose size
-// is not known yet fits beside no other.
-func (r *runnerQueue) fits(model, first string) bool {
-	early := first != ""
+// server holds, or, for an early load (want set), beside those of them a
+// call uses or waits for and the ones in want, which a chain is about to
+// use, the others being evicted at need. A model fits beside none; one
+// whose size is not known yet fits beside no other.
+func (r *runnerQueue) fits(model string, want map[string]bool) bool {
+	early := want != nil
 	var total int64
 	others, unknown := 0, false
 	add := func(m string) {
@@ -264,21 +264,23 @@ func (r *runnerQueue) fits(model, first string) bool {
 	}
 	add(model)
 	for m := range r.resident {
-		if m == model || m == first || early && r.inFlight[m] == 0 && !r.awaited(m) {
+		if m == model || want[m] || early && r.inFlight[m] == 0 && !r.awaited(m) {
 			continue
 		}
 		add(m)
 		others++
 	}
 	for m := range r.kept {
-		if (r.held[m] || m == first) && m != model {
+		if (r.held[m] || want[m]) && m != model {
 			add(m)
 			others++
 		}
 	}
-	if early && first != model && !r.kept[first] {
-		add(first)
-		others++
+	for m := range want {
+		if m != model && !r.kept[m] {
+			add(m)
+			others++
+		}
 	}
 	return others == 0 || !unknown && total <= r.budget
 }
@@ -298,7 +300,7 @@ func (r *runnerQueue) awaited(model string) bool {
 // evict others once none of their calls is in flight and, unless it is
 // overdue, none waits for them.
 func (r *runnerQueue) allowed(model string, overdue bool, skip *waiter) bool {
-	if r.kept[model] || r.resident[model] || r.fits(model, "") {
+	if r.kept[model] || r.resident[model] || r.fits(model, nil) {
 		return true
 	}
 	if r.busy() > 0 || r.reading {
@@ -353,7 +355,7 @@ func (r *runnerQueue) pick(now time.Time) *waiter {
 		return found
 	}
 	if due := each(func(w *waiter) bool {
-		return now.Sub(w.at) >= r.wait && !r.resident[w.g.model] && !r.fits(w.g.model, "")
+		return now.Sub(w.at) >= r.wait && !r.resident[w.g.model] && !r.fits(w.g.model, nil)
 	}); due != nil {
 		if due.g.free() && r.allowed(due.g.model, true, due) {
 			return due
@@ -363,7 +365,7 @@ func (r *runnerQueue) pick(now time.Time) *waiter {
 	if found = each(func(w *waiter) bool { return w.g.free() && r.resident[w.g.model] }); found != nil {
 		return found
 	}
-	if found = each(func(w *waiter) bool { return w.g.free() && r.fits(w.g.model, "") }); found != nil {
+	if found = each(func(w *waiter) bool { return w.g.free() && r.fits(w.g.model, nil) }); found != nil {
 		return found
 	}
 	return each(func(w *waiter) bool { return w.g.free() && r.allowed(w.g.model, false, w) })
@@ -485,7 +487,9 @@ func (a *Admission) Warm(first string, later []Preload) {
 }
 
 // warm is Warm on one server; first is the model of the chain's first
-// stage when it is on it, which its call will use at once.
+// stage when it is on it, which its call will use at once. A model of
+// nodes the server holds already is one the chain will use too: loading a
+// later one must not evict it.
 func (a *Admission) warm(r *runnerQueue, first string, nodes []Preload) {
 	a.mu.Lock()
 	read := r.staleLocked(time.Now())
@@ -495,16 +499,24 @@ func (a *Admission) warm(r *runnerQueue, first string, nodes []Preload) {
 	}
 	var load []Preload
 	var gates []*gate
+	want := map[string]bool{}
+	if first != "" {
+		want[first] = true
+	}
 	a.mu.Lock()
 	for _, p := range nodes {
 		g := a.gates[p.Node]
 		m := g.model
-		if r.waiters.Len() > 0 || r.resident[m] || r.held[m] || r.inFlight[m] > 0 || !r.fits(m, first) {
+		if r.resident[m] || r.held[m] || r.inFlight[m] > 0 {
+			want[m] = true
+			continue
+		}
+		if r.waiters.Len() > 0 || !r.fits(m, want) {
 			continue
 		}
 		// The idle models it may evict are no longer counted on.
 		for x := range r.resident {
-			if r.inFlight[x] == 0 && !r.awaited(x) {
+			if r.inFlight[x] == 0 && !r.awaited(x) && !want[x] {
 				delete(r.resident, x)
 			}
 		}
