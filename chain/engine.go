@@ -114,9 +114,9 @@ type Engine struct {
 	// watcher sees every run's events (SetWatcher); a pointer, so that
 	// setting it never races with the runs reading it.
 	watcher atomic.Pointer[Watcher]
-	// warm loads the models of the stages after stage i early, when
-	// the admission schedules loads (warm.go); nil otherwise.
-	warm []func()
+	// warm loads models early, when the admission schedules loads
+	// (warm.go).
+	warm warmer
 }
 
 // New builds an Engine over the configured nodes.

@@ -237,6 +237,9 @@ func (r *run) reflexiveFrom(ctx context.Context, from int, resumed *stage, done 
 			last = s
 		}
 	}
+	// Every stage's call has ended: the server may load now what the next
+	// request calls first.
+	r.e.warmRest()
 	if last == nil {
 		// The causes are deep in the trace; the first one, which the
 		// others usually share (nothing listens), goes with the error, so

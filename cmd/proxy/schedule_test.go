@@ -63,15 +63,31 @@ chain:
 		wg.Go(func() { postChain(t, base, fmt.Sprintf("Question %d: review this plan.", i)) })
 	}
 	wg.Wait()
-	var loads []string
-	for _, l := range fake.Loads() {
-		loads = append(loads, l.Model)
-	}
 	if got, want := len(fake.Requests()), 2*chains; got != want {
 		t.Errorf("calls = %d, want %d", got, want)
 	}
-	if want := []string{"a", "b"}; strings.Join(loads, " ") != strings.Join(want, " ") {
-		t.Errorf("loads = %q, want %q", loads, want)
+	// a for the first stages, b for the second, and a again once the last
+	// chain has ended, for the next request (TestChainEndLoadsWhatComesFirst).
+	waitLoads(t, fake, "a", "b", "a")
+}
+
+// waitLoads waits until the models fake has loaded are want, the last of
+// them done, and fails the test if they are not within 5 s.
+func waitLoads(t *testing.T, fake *fakeollama.Server, want ...string) {
+	t.Helper()
+	var loads []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		loads = loads[:0]
+		for _, l := range fake.Loads() {
+			loads = append(loads, l.Model)
+		}
+		held := slices.ContainsFunc(fake.Loaded(), func(r fakeollama.Running) bool { return r.Model == want[len(want)-1] })
+		if slices.Equal(loads, want) && held || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !slices.Equal(loads, want) {
+		t.Fatalf("loads = %q, want %q", loads, want)
 	}
 }
 
@@ -99,9 +115,12 @@ nodes:
   - {name: M2, provider: ollama, base_url: %q, model: m2}
 chain:
   stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
-  simple_node: OL1
+  simple_node: M2
   max_total_turns: 3
 `, fake.URL, fake.URL, fake.URL))
+	// simple_node M2 keeps m2 loaded once the first chain ends (a chain's
+	// end loads m1 again for the next one with simple_node OL1:
+	// TestChainEndLoadsWhatComesFirst).
 	postChain(t, base, "First: review this plan.")
 	before := len(fake.Loads())
 	sent := time.Now()
@@ -122,6 +141,67 @@ chain:
 		if b["model"] == "o" && b["keep_alive"] != float64(-1) {
 			t.Errorf("OL1's call keep_alive = %v, want -1", b["keep_alive"])
 		}
+	}
+}
+
+// TestChainEndLoadsWhatComesFirst: once a chain has ended, the server
+// loads what the next request calls first, so that a user reading the
+// answer does not make the next chain wait for its second stage's model
+// (issue 44: M1 and M2 do not fit together, and every chain ended on M2).
+// With the simple node on the last stage's model, that model stays:
+// simple requests would pay the load instead.
+func TestChainEndLoadsWhatComesFirst(t *testing.T) {
+	for _, tc := range []struct {
+		simple string
+		// rest is the model loaded once the first chain has ended, or ""
+		// for none; loads are the second chain's.
+		rest  string
+		loads []string
+	}{
+		{simple: "OL1", rest: "m1", loads: []string{"m2"}},
+		{simple: "M2", rest: "", loads: []string{"m1", "m2"}},
+	} {
+		t.Run("simple_node "+tc.simple, func(t *testing.T) {
+			fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
+				return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
+			})
+			// o and m1 fit together, m1 and m2 do not.
+			const load = 300 * time.Millisecond // m1's
+			fake.SetMemory(fakeollama.Memory{
+				Budget:    12e9,
+				Bandwidth: 10e9 / load.Seconds(),
+				Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
+			})
+			base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: %[2]s
+  max_total_turns: 3
+`, fake.URL, tc.simple))
+			rest := []string{}
+			if tc.rest != "" {
+				rest = append(rest, tc.rest)
+			}
+			postChain(t, base, "First: review this plan.")
+			// From a cold server: o, m1, m2, then what the end loads. The
+			// user reads the answer for longer than a load takes.
+			want := append([]string{"o", "m1", "m2"}, rest...)
+			time.Sleep(3 * load)
+			waitLoads(t, fake, want...) // by the first chain and after it
+			calls := len(fake.Requests())
+			postChain(t, base, "Second: review this plan.")
+			waitLoads(t, fake, append(append(want, tc.loads...), rest...)...) // by the second chain and after it
+			waited := fake.LoadDurations()[calls:]
+			for i, req := range fake.Requests()[calls:] {
+				if loaded := !slices.Contains(tc.loads, req.Model); loaded && waited[i] >= load/2 {
+					t.Errorf("second chain's call of %s waited %v for its model, want it loaded", req.Model, waited[i])
+				}
+			}
+		})
 	}
 }
 

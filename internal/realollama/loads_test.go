@@ -1,14 +1,20 @@
 package realollama_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/config"
 	"chainproxy/internal/realollama"
 )
 
@@ -29,7 +35,8 @@ func runnerStarts(log string) int {
 // whose stages alternate between them. With the load scheduling off the
 // second stages interleave with the first ones and Ollama reloads a model
 // at nearly every call; on, the first stages run together, then the
-// second: fewer loads, counted from Ollama's own log (issue 44).
+// second: fewer loads, counted from Ollama's own log (issue 44). Once the
+// chains have ended, the server holds A again, for the next request.
 func TestLoadSchedulingFewerLoads(t *testing.T) {
 	f := setup(t)
 	dir := t.TempDir()
@@ -89,10 +96,47 @@ tools:
 			})
 		}
 		wg.Wait()
+		if mode.name == "on" {
+			// Once the last chain has ended, the server holds A again, what
+			// the next chain (and simple mode) calls first, in place of B.
+			held := ollamaHolds(t, srv.URL, "tiny-a")
+			if len(held) != 1 || held[0] != "tiny-a:latest" {
+				t.Errorf("after the chains the server holds %q, want [tiny-a:latest]", held)
+			}
+		}
 		loads[mode.name] = runnerStarts(srv.Log()) - before
+		if mode.name == "on" {
+			loads[mode.name]-- // A's again, after the chains
+		}
 	}
-	t.Logf("runner starts for %d chains: scheduling off %d, on %d", chains, loads["off"], loads["on"])
+	t.Logf("runner starts for %d chains: scheduling off %d, on %d (and A's again after them)", chains, loads["off"], loads["on"])
 	if loads["on"] >= loads["off"] || loads["on"] > 3 {
 		t.Errorf("runner starts: off %d, on %d; want fewer on, at most 3", loads["off"], loads["on"])
+	}
+}
+
+// ollamaHolds polls the Ollama server at base's /api/ps for up to a minute
+// until it lists model, and returns what it lists then.
+func ollamaHolds(t *testing.T, base, model string) []string {
+	t.Helper()
+	var names []string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := http.Get(base + "/api/ps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps api.ProcessResponse
+		err = json.NewDecoder(resp.Body).Decode(&ps)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = names[:0]
+		for _, m := range ps.Models {
+			names = append(names, m.Name)
+		}
+		if slices.Contains(names, config.FullModelName(model)) || time.Now().After(deadline) {
+			return names
+		}
 	}
 }
