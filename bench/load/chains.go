@@ -131,7 +131,10 @@ func chainsConfig(sim, toolsRoot string, sched bool, scale float64) string {
 // chainRun is one chain as the client and the simulator saw it.
 type chainRun struct {
 	start, end time.Duration // since the part began, wall time
-	calls      []string      // the models called during it (one chain at a time only)
+	// pause is how long the server was left idle before it (one chain
+	// at a time only), simulated: a user reading the last answer.
+	pause time.Duration
+	calls []string // the models called during it (one chain at a time only)
 	// waited are its calls' load_duration, as the simulator answered
 	// (one chain at a time only): a call that waited for a load had
 	// that load on the chain's critical path.
@@ -201,28 +204,60 @@ func onOff(sched bool) string {
 func runChainsMode(ctx context.Context, o options, bin, dir string, sched bool, logf func(string, ...any)) (chainsResult, error) {
 	res := chainsResult{sched: sched}
 	// (a) One chain at a time, from a cold GPU: the first chain loads
-	// everything; the later ones show the steady state.
-	logf("chains, scheduling %s: %d chains one at a time, scale %g", onOff(sched), o.chainsSeq, o.chainsScale)
+	// everything; the later ones show the steady state, back to back and
+	// then with the server idle between them while the user reads.
+	n := o.chainsSeq
+	if o.chainsPause > 0 {
+		n *= 2
+	}
+	logf("chains, scheduling %s: %d chains one at a time (a pause of %s before the last %d), scale %g", onOff(sched), n, o.chainsPause, n-o.chainsSeq, o.chainsScale)
 	cs, err := startChainSim(ctx, bin, dir, o.proxyLog, o.chainsScale, sched)
 	if err != nil {
 		return res, err
 	}
 	begin := time.Now()
-	for range o.chainsSeq {
+	var marks []int // the simulator's load count when each chain was sent
+	for i := range n {
+		var pause time.Duration
+		if i >= o.chainsSeq {
+			pause = o.chainsPause
+			select {
+			case <-time.After(scaled(pause, o.chainsScale)):
+			case <-ctx.Done():
+				cs.stop()
+				return res, ctx.Err()
+			}
+		}
 		calls0, loads0 := len(cs.sim.Requests()), len(cs.sim.Loads())
-		r := chainRun{start: time.Since(begin)}
+		r := chainRun{start: time.Since(begin), pause: pause}
 		r.err = runChain(ctx, "http://"+cs.proxy.addr)
 		r.end = time.Since(begin)
 		for _, req := range cs.sim.Requests()[calls0:] {
 			r.calls = append(r.calls, req.Model)
 		}
 		r.waited = cs.sim.LoadDurations()[calls0:]
-		r.loads = cs.sim.Loads()[loads0:]
+		marks = append(marks, loads0)
 		res.seq = append(res.seq, r)
 		if r.err != nil {
 			cs.stop()
 			return res, fmt.Errorf("chain one at a time: %w", r.err)
 		}
+	}
+	// A chain's loads are those begun from its request to the next one's:
+	// what its end loads for the next chain counts with it. The user reads
+	// the last answer too.
+	if o.chainsPause > 0 {
+		select {
+		case <-time.After(scaled(o.chainsPause, o.chainsScale)):
+		case <-ctx.Done():
+			cs.stop()
+			return res, ctx.Err()
+		}
+	}
+	all := cs.sim.Loads()
+	marks = append(marks, len(all))
+	for i := range res.seq {
+		res.seq[i].loads = all[marks[i]:marks[i+1]]
 	}
 	cs.stop()
 
@@ -276,7 +311,7 @@ func reportChains(w io.Writer, o options, gen map[string]time.Duration, results 
 	fmt.Fprintf(w, "%s. Times in simulated seconds (wall time ÷ %g). Scheduling off: `admission.max_reorder_wait: 0`, nothing kept loaded (the proxy as it was); on: the default bound (%s) and `keep_loaded: true` on OL1.\n\n", strings.Join(ms, "; "), o.chainsScale, config.DefaultMaxReorderWait)
 
 	fmt.Fprintf(w, "### One chain at a time\n\n")
-	fmt.Fprintf(w, "| scheduling | chain | calls | time (s) | generation (s) | time − generation (s) | loads | calls that waited for a load (critical path) |\n|---|---|---|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(w, "| scheduling | chain | idle before (s) | calls | time (s) | generation (s) | time − generation (s) | loads | calls that waited for a load (critical path) |\n|---|---|---:|---|---:|---:|---:|---|---|\n")
 	for _, res := range results {
 		for i, r := range res.seq {
 			var g time.Duration
@@ -292,10 +327,10 @@ func reportChains(w io.Writer, o options, gen map[string]time.Duration, results 
 				ln = append(ln, nodeOf(e.Model))
 			}
 			t := res.simulated(r.end - r.start)
-			fmt.Fprintf(w, "| %s | %d | %d | %.1f | %.1f | %.1f | %d (%s) | %d (%s) |\n", onOff(res.sched), i+1, len(r.calls), t, g.Seconds(), t-g.Seconds(), len(r.loads), strings.Join(ln, ", "), len(crit), strings.Join(crit, ", "))
+			fmt.Fprintf(w, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %d (%s) | %d (%s) |\n", onOff(res.sched), i+1, r.pause.Seconds(), len(r.calls), t, g.Seconds(), t-g.Seconds(), len(r.loads), strings.Join(ln, ", "), len(crit), strings.Join(crit, ", "))
 		}
 	}
-	fmt.Fprintf(w, "\nA call that waited for a load (its answer's load_duration ≥ %.1f s) had the load on the chain's critical path; a load run while another call works (an early load) is off it.\n\n", criticalWait.Seconds())
+	fmt.Fprintf(w, "\nA call that waited for a load (its answer's load_duration ≥ %.1f s) had the load on the chain's critical path; a load run while another call works or the server is idle (an early load) is off it. A chain's loads are those begun from its request to the next chain's: what its end loads for the next chain counts with it.\n\n", criticalWait.Seconds())
 
 	fmt.Fprintf(w, "### %d chains arriving %s apart\n\n", chainArrivals, chainSpacing)
 	fmt.Fprintf(w, "| scheduling | model loads | load time (s) | calls | last chain done at (s) | chain time min / median / max (s) |\n|---|---:|---:|---:|---:|---|\n")

@@ -65,6 +65,7 @@ type options struct {
 	chains      bool
 	chainsScale float64
 	chainsSeq   int
+	chainsPause time.Duration
 }
 
 func main() {
@@ -103,7 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.soakConns, "soak-conns", 200, "concurrent clients of the soak")
 	fs.BoolVar(&o.chains, "chains", false, "instead of the cells, run the chain scenario: a reflexive chain over three models on a simulated one-GPU Ollama (fakeollama's scheduler), one chain at a time and eight arriving one second apart")
 	fs.Float64Var(&o.chainsScale, "chains-scale", 0.05, "wall time of one simulated second in the chain scenario")
-	fs.IntVar(&o.chainsSeq, "chains-seq", 3, "chains run one at a time in the chain scenario (the first from a cold GPU)")
+	fs.IntVar(&o.chainsSeq, "chains-seq", 3, "chains run one at a time in the chain scenario (the first from a cold GPU), back to back, then as many again after a pause each")
+	fs.DurationVar(&o.chainsPause, "chains-pause", 15*time.Second, "simulated time a user reads each answer before the next chain, in the second half of the one-at-a-time part (0: no second half)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -115,8 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = serveBare(ctx, *addr, *target, *pprofAddr, stdout)
 	case "":
 		if o.chains {
-			if o.chainsScale <= 0 || o.chainsSeq <= 0 {
-				fmt.Fprintln(stderr, "-chains-scale and -chains-seq must be positive")
+			if o.chainsScale <= 0 || o.chainsSeq <= 0 || o.chainsPause < 0 {
+				fmt.Fprintln(stderr, "-chains-scale and -chains-seq must be positive, -chains-pause not negative")
 				return 2
 			}
 			err = runChains(ctx, o, stdout, stderr)
