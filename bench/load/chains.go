@@ -134,7 +134,8 @@ type chainRun struct {
 	// pause is how long the server was left idle before it (one chain
 	// at a time only), simulated: a user reading the last answer.
 	pause time.Duration
-	calls []string // the models called during it (one chain at a time only)
+	sent  time.Time // when its request was sent
+	calls []string  // the models called during it (one chain at a time only)
 	// waited are its calls' load_duration, as the simulator answered
 	// (one chain at a time only): a call that waited for a load had
 	// that load on the chain's critical path.
@@ -229,7 +230,7 @@ func runChainsMode(ctx context.Context, o options, bin, dir string, sched bool, 
 			}
 		}
 		calls0, loads0 := len(cs.sim.Requests()), len(cs.sim.Loads())
-		r := chainRun{start: time.Since(begin), pause: pause}
+		r := chainRun{start: time.Since(begin), sent: time.Now(), pause: pause}
 		r.err = runChain(ctx, "http://"+cs.proxy.addr)
 		r.end = time.Since(begin)
 		for _, req := range cs.sim.Requests()[calls0:] {
@@ -311,7 +312,7 @@ func reportChains(w io.Writer, o options, gen map[string]time.Duration, results 
 	fmt.Fprintf(w, "%s. Times in simulated seconds (wall time ÷ %g). Scheduling off: `admission.max_reorder_wait: 0`, nothing kept loaded (the proxy as it was); on: the default bound (%s) and `keep_loaded: true` on OL1.\n\n", strings.Join(ms, "; "), o.chainsScale, config.DefaultMaxReorderWait)
 
 	fmt.Fprintf(w, "### One chain at a time\n\n")
-	fmt.Fprintf(w, "| scheduling | chain | idle before (s) | calls | time (s) | generation (s) | time − generation (s) | loads | calls that waited for a load (critical path) |\n|---|---|---:|---|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(w, "| scheduling | chain | idle before (s) | calls | time (s) | generation (s) | time − generation (s) | loads begun, s after its request | calls that waited for a load (critical path) |\n|---|---|---:|---|---:|---:|---:|---|---|\n")
 	for _, res := range results {
 		for i, r := range res.seq {
 			var g time.Duration
@@ -324,13 +325,13 @@ func reportChains(w io.Writer, o options, gen map[string]time.Duration, results 
 			}
 			var ln []string
 			for _, e := range r.loads {
-				ln = append(ln, nodeOf(e.Model))
+				ln = append(ln, fmt.Sprintf("%s at %.1f", nodeOf(e.Model), res.simulated(e.Start.Sub(r.sent))))
 			}
 			t := res.simulated(r.end - r.start)
-			fmt.Fprintf(w, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %d (%s) | %d (%s) |\n", onOff(res.sched), i+1, r.pause.Seconds(), len(r.calls), t, g.Seconds(), t-g.Seconds(), len(r.loads), strings.Join(ln, ", "), len(crit), strings.Join(crit, ", "))
+			fmt.Fprintf(w, "| %s | %d | %.0f | %d | %.1f | %.1f | %.1f | %s | %d (%s) |\n", onOff(res.sched), i+1, r.pause.Seconds(), len(r.calls), t, g.Seconds(), t-g.Seconds(), strings.Join(ln, ", "), len(crit), strings.Join(crit, ", "))
 		}
 	}
-	fmt.Fprintf(w, "\nA call that waited for a load (its answer's load_duration ≥ %.1f s) had the load on the chain's critical path; a load run while another call works or the server is idle (an early load) is off it. A chain's loads are those begun from its request to the next chain's: what its end loads for the next chain counts with it.\n\n", criticalWait.Seconds())
+	fmt.Fprintf(w, "\nA call that waited for a load (its answer's load_duration ≥ %.1f s) had the load on the chain's critical path; a load run while another call works or the server is idle (an early load) is off it. A chain's loads are those begun from its request to the next chain's, each with when it began: one begun at or after the chain's time is what its end loads for the next chain.\n\n", criticalWait.Seconds())
 
 	fmt.Fprintf(w, "### %d chains arriving %s apart\n\n", chainArrivals, chainSpacing)
 	fmt.Fprintf(w, "| scheduling | model loads | load time (s) | calls | last chain done at (s) | chain time min / median / max (s) |\n|---|---:|---:|---:|---:|---|\n")
