@@ -132,10 +132,10 @@ func NewMetrics(nodes []string, queued func(node string) int, storeStatus func()
 			Name: "chainproxy_context_actions_total", Help: "What context fitting did to prompts, by node and action (shortened, summarized, reused, dropped, images_dropped, refit; overflow: a node reported a prompt at its window).",
 		}, []string{"node", "action"}),
 		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chainproxy_model_loads_total", Help: "Model calls that loaded their model, by node and model: the node reported a load of 100 ms or more (Ollama's load_duration, which is a few ms for a model already loaded).",
+			Name: "chainproxy_model_loads_total", Help: "Model loads, by node and model: a call whose node reported a load of 100 ms or more (Ollama's load_duration, which is a few ms for a model already loaded), or an early load the server took as long to answer; one load calls waited for together counts once.",
 		}, []string{"node", "model"}),
 		loadSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "chainproxy_model_load_seconds", Help: "How long each model load counted in chainproxy_model_loads_total took, as the node reported it (a load and its wait for the models it evicted).",
+			Name: "chainproxy_model_load_seconds", Help: "How long each model load counted in chainproxy_model_loads_total took, as the node reported it, or as long as the server took to answer an early load (a load and its wait for the models it evicted).",
 			Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
 		}, []string{"node", "model"}),
 	}
@@ -303,6 +303,19 @@ func (m *Metrics) observeRequest(route, mode string, status int, d, upstream tim
 			}
 		}
 	}
+}
+
+// ObservePreload counts an early load of nodeName's model (the load
+// scheduling's; it fits node.Admission.OnPreload) that the server took
+// node.LoadThreshold or more to answer, as Ollama reports a call's load:
+// a model already loaded answers in a few ms. A load that calls waited for
+// too counts once.
+func (m *Metrics) ObservePreload(nodeName string, sent time.Time, took time.Duration) {
+	if took < node.LoadThreshold || !m.ledger.First(nodeName, sent.Add(took)) {
+		return
+	}
+	m.loads.WithLabelValues(nodeName, m.models[nodeName]).Inc()
+	m.loadSeconds.WithLabelValues(nodeName, m.models[nodeName]).Observe(took.Seconds())
 }
 
 // observeLoad counts the model load of c, a call of st: the stage's node

@@ -38,6 +38,11 @@ type Admission struct {
 	gates map[string]*gate
 	// OnWait, when set, observes how long each admitted call waited.
 	OnWait func(node string, batch bool, d time.Duration)
+	// OnPreload, when set, observes each early load (Warm) the server
+	// answered: its node, when it was sent, and how long the server took,
+	// which is the load when the model was not loaded yet (Ollama's
+	// answer to a preload says nothing of it).
+	OnPreload func(node string, sent time.Time, took time.Duration)
 }
 
 type gate struct {

@@ -537,7 +537,11 @@ func (a *Admission) warm(r *runnerQueue, first string, nodes []Preload) {
 		wg.Go(func() { // exits when the load ends, within loadsTimeout
 			ctx, cancel := context.WithTimeout(context.Background(), loadsTimeout)
 			defer cancel()
-			_ = g.loader.Preload(ctx, p.KeepAlive, p.NumCtx) // a load that fails leaves the call to load it
+			sent := time.Now()
+			// A load that fails leaves the call to load it.
+			if err := g.loader.Preload(ctx, p.KeepAlive, p.NumCtx); err == nil && a.OnPreload != nil {
+				a.OnPreload(p.Node, sent, time.Since(sent))
+			}
 			a.mu.Lock()
 			r.inFlight[g.model]--
 			r.dispatch(time.Now())

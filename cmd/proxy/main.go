@@ -190,6 +190,7 @@ func serve(ctx context.Context, cfg *config.Config, red redact.Redactor, logger 
 	}
 	metrics := web.NewMetrics(names, admission.Queued, st.Status)
 	local.OnWait = metrics.ObserveQueueWait
+	local.OnPreload = metrics.ObservePreload
 	handler := web.New(web.Options{Config: cfg, Engine: engine, Nodes: w.nodes, Traces: st, Logger: logger, Metrics: metrics, LogPrompts: logPrompts, Redactor: red, Tracing: tel.provider})
 	srv := &http.Server{
 		Handler: handler,

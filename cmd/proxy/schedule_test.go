@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httputil"
 	neturl "net/url"
@@ -201,7 +202,52 @@ chain:
 					t.Errorf("second chain's call of %s waited %v for its model, want it loaded", req.Model, waited[i])
 				}
 			}
+			// /metrics counts every load the server made, early ones too,
+			// a load that a call waited for as well once; not o's, which
+			// takes 30 ms, under the 100 ms a loaded model may take to
+			// answer.
+			nodes := map[string]string{"o": "OL1", "m1": "M1", "m2": "M2"}
+			byNode := map[string]int{}
+			for _, l := range fake.Loads() {
+				if l.Took >= 100*time.Millisecond {
+					byNode[nodes[l.Model]]++
+				}
+			}
+			waitMetricLoads(t, base, byNode)
 		})
+	}
+}
+
+// waitMetricLoads waits until /metrics counts want's loads by node in
+// chainproxy_model_loads_total, and fails the test if it does not within
+// 5 s (an early load is counted once the server has answered it).
+func waitMetricLoads(t *testing.T, base string, want map[string]int) {
+	t.Helper()
+	var got map[string]int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got = map[string]int{}
+		for line := range strings.Lines(string(b)) {
+			rest, ok := strings.CutPrefix(line, "chainproxy_model_loads_total{")
+			if !ok {
+				continue
+			}
+			labels, value, _ := strings.Cut(rest, "} ")
+			_, node, _ := strings.Cut(labels, `node="`)
+			n, _ := strconv.Atoi(strings.TrimSpace(value))
+			got[strings.TrimSuffix(node, `"`)] = n
+		}
+		if maps.Equal(got, want) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("chainproxy_model_loads_total by node = %v, want %v (the server's loads)", got, want)
 	}
 }
 
