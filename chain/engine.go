@@ -318,7 +318,17 @@ type Result struct {
 	// Upstream is the time the run spent waiting on nodes, queues
 	// included: the rest of its duration is the proxy's own.
 	Upstream time.Duration
+	// prior is the usage the requests before this one were answered
+	// with, for a chain resumed with the client's tool results: its
+	// trace holds their calls too.
+	prior Usage
 }
+
+// Usage is the tokens this request's model calls used: the trace's, less
+// those of the calls an earlier request of a resumed chain made and was
+// answered with, so that a client adding up the usage of each answer (an
+// agent showing its spend) counts every call once.
+func (r *Result) Usage() Usage { return r.Trace.Usage().Sub(r.prior) }
 
 // Failure is a run that produced no answer; it carries the trace so that the
 // client sees what was tried.

@@ -242,7 +242,7 @@ func (r *run) sameStages(st *resumeState) bool {
 // resume continues a chain that waited for the client: the waiting stage
 // gets the client's results and goes on with the turns it has left, then
 // the later stages run.
-func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
+func (r *run) resume(ctx context.Context, st *resumeState) (res *Result, err error) {
 	results := r.req.Messages
 	if st.T0 > 0 {
 		r.t0 = time.UnixMilli(st.T0)
@@ -253,6 +253,13 @@ func (r *run) resume(ctx context.Context, st *resumeState) (*Result, error) {
 	}
 	r.question = st.Question
 	r.trace = st.Trace
+	// The paused answer told the client what the calls so far used.
+	prior := r.trace.Usage()
+	defer func() {
+		if res != nil {
+			res.prior = prior
+		}
+	}()
 	r.left = st.Left
 	r.req.Messages = st.Messages
 	// The later stages get the conversation's images as the first

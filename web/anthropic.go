@@ -620,8 +620,8 @@ func callInput(args string) json.RawMessage {
 	return json.RawMessage("{}")
 }
 
-func anthropicUsageOf(tr *chain.Trace) anthropicUsage {
-	u := tr.Usage()
+func anthropicUsageOf(res *chain.Result) anthropicUsage {
+	u := res.Usage()
 	return anthropicUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
 }
 

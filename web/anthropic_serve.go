@@ -28,7 +28,7 @@ func (s *Server) messages(c *gin.Context) {
 	s.answer(c, &f, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 		stop := stopReason(res.FinishReason)
 		b, err := marshal(&anthropicResponse{ID: id, Type: "message", Role: "assistant", Model: wire.Model,
-			Content: anthropicContent(res, wire.thinking), StopReason: &stop, Usage: anthropicUsageOf(&res.Trace)})
+			Content: anthropicContent(res, wire.thinking), StopReason: &stop, Usage: anthropicUsageOf(res)})
 		return withChain(b, trace), err
 	})
 }
@@ -273,7 +273,7 @@ func (e *anthropicEncoder) end(res *chain.Result, trace []byte) error {
 			return err
 		}
 	}
-	u := anthropicUsageOf(&res.Trace)
+	u := anthropicUsageOf(res)
 	b, err := marshal(&anthropicEvent{Type: "message_delta", Delta: messageDelta{StopReason: stopReason(res.FinishReason)}, Usage: &u})
 	if err != nil {
 		return err

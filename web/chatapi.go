@@ -40,7 +40,7 @@ func toChatResponse(traceID string, res *chain.Result) *chatResponseBody {
 	capped, _ := res.Trace.Capped(trace.OutputCap)
 	return &chatResponseBody{
 		TraceID: traceID, Reply: res.Message.Content, Mode: res.Trace.Mode, Reasons: res.Trace.Reasons,
-		Turns: res.Trace.Turns, Chain: capped.Stages, ToolsUsed: res.Trace.ToolsUsed(), Usage: res.Trace.Usage(),
+		Turns: res.Trace.Turns, Chain: capped.Stages, ToolsUsed: res.Trace.ToolsUsed(), Usage: res.Usage(),
 	}
 }
 

@@ -46,7 +46,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		}
 		if len(res.Message.ToolCalls) == 0 {
 			b := make([]byte, 0, answerSize(content, res.Message.Reasoning, wire.Model, trace))
-			return appendAnswer(b, completionID(objID), wire.Model, f.start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Trace.Usage(), trace), nil
+			return appendAnswer(b, completionID(objID), wire.Model, f.start.Unix(), content, res.Message.Reasoning, res.FinishReason, res.Usage(), trace), nil
 		}
 		resp := toResponse(completionID(objID), wire.Model, f.start.Unix(), res, content)
 		if wire.legacy {
@@ -153,7 +153,7 @@ func (e *chatEncoder) end(res *chain.Result, trace []byte) error {
 	if e.includeUsage {
 		_ = w.endEvent()
 		w.openEvent("")
-		w.buf = appendUsageChunk(w.buf, e.head, res.Trace.Usage())
+		w.buf = appendUsageChunk(w.buf, e.head, res.Usage())
 	}
 	w.buf = withChain(w.buf, trace)
 	_ = w.endEvent()

@@ -630,7 +630,7 @@ func toResponse(id, model string, created int64, res *chain.Result, content stri
 	return &chatResponse{
 		ID: id, Object: "chat.completion", Created: created, Model: model,
 		Choices: []choice{{Message: msg, FinishReason: res.FinishReason}},
-		Usage:   res.Trace.Usage(),
+		Usage:   res.Usage(),
 	}
 }
 

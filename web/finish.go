@@ -49,7 +49,7 @@ func (s *Server) finish(c *gin.Context, route, traceID string, start time.Time, 
 		}
 		s.metrics.observeRequest(route, mode, status, time.Since(start), upstream, tr, sinceStarted(start, run), t0)
 	}
-	s.endSpan(c, status, tr, err)
+	s.endSpan(c, status, res, tr, err)
 }
 
 // logRequest writes the request's one line and returns the status and mode

@@ -346,16 +346,16 @@ type ollamaMetrics struct {
 	EvalDuration       int64 `json:"eval_duration,omitempty"`
 }
 
-// metricsOf sums Ollama's counters over the chain: tokens over every model
-// call; over this request's own calls (started at since or later, in the
-// trace's milliseconds: a resumed chain's trace holds its earlier
-// requests' calls too), the time spent loading models as load_duration,
-// as Ollama reports its answering call's load, and the rest of the calls'
-// time as evaluation time (the chain does not see how a node splits it
+// metricsOf is Ollama's counters for this request's own calls: the tokens
+// as res.Usage counts them; the time spent loading models as load_duration
+// (as Ollama reports its answering call's load) and the rest of the calls'
+// time as evaluation time, over the calls started at since or later, in the
+// trace's milliseconds (a resumed chain's trace holds its earlier requests'
+// calls too; the chain does not see how a node splits a call's time
 // between prompt and answer, so prompt evaluation is left out); the whole
 // request's time as the total.
-func metricsOf(tr *chain.Trace, total time.Duration, since int64) ollamaMetrics {
-	u := tr.Usage()
+func metricsOf(res *chain.Result, total time.Duration, since int64) ollamaMetrics {
+	tr, u := &res.Trace, res.Usage()
 	m := ollamaMetrics{TotalDuration: total.Nanoseconds(), PromptEvalCount: u.PromptTokens, EvalCount: u.CompletionTokens}
 	ms := func(v int64) int64 { return (time.Duration(v) * time.Millisecond).Nanoseconds() }
 	for _, st := range tr.Stages {

@@ -75,7 +75,7 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 		}
 		c.JSON(http.StatusOK, ollamaChatChunk{Model: name, CreatedAt: time.Now().UTC(), Response: ptrIf(generate, ""),
 			Message: ptrIf(!generate, ollamaMessage{Role: "assistant"}), Done: true, DoneReason: reason})
-		s.endSpan(c, http.StatusOK, nil, nil)
+		s.endSpan(c, http.StatusOK, nil, nil, nil)
 		return
 	}
 	req := wire.toRunRequest()
@@ -93,7 +93,7 @@ func (s *Server) ollamaRun(c *gin.Context, generate bool) {
 	}
 	s.answer(c, &f, req, nil, nil, func(res *chain.Result, trace []byte) ([]byte, error) {
 		ch := enc.chunk(res.Message.Content, res.Message.Reasoning)
-		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(f.start), sinceStarted(f.start, req))
+		ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(res, time.Since(f.start), sinceStarted(f.start, req))
 		enc.setCalls(&ch, res.Message.ToolCalls)
 		b, err := marshal(&ch)
 		return withChain(b, trace), err
@@ -214,7 +214,7 @@ func (e *ollamaEncoder) end(res *chain.Result, trace []byte) error {
 		}
 	}
 	ch := e.chunk("", "")
-	ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(&res.Trace, time.Since(e.start), sinceStarted(e.start, e.run))
+	ch.Done, ch.DoneReason, ch.ollamaMetrics = true, doneReason(res.FinishReason), metricsOf(res, time.Since(e.start), sinceStarted(e.start, e.run))
 	b, err := marshal(&ch)
 	if err != nil {
 		return err

@@ -550,7 +550,7 @@ func (o *responseObject) complete(res *chain.Result, completedAt int64, output [
 	} else {
 		o.CompletedAt = &completedAt
 	}
-	u := res.Trace.Usage()
+	u := res.Usage()
 	o.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
 }
 

@@ -73,7 +73,7 @@ func (s *Server) reject(c *gin.Context, why string, err error) {
 	if anthropicPath(c.Request.URL.Path) {
 		status, _ = anthropicStatus(err, status, obj)
 	}
-	s.endSpan(c, status, nil, err)
+	s.endSpan(c, status, nil, nil, err)
 	s.log.Info("request rejected", "req_id", reqID(c), "method", c.Request.Method, "path", c.Request.URL.Path,
 		"status", status, "why", why, "remote", c.Request.RemoteAddr)
 	if s.metrics != nil {

@@ -61,13 +61,13 @@ func (s *Server) objectID(c *gin.Context, traceID string) string {
 }
 
 // endSpan ends the request's span, if begin started one, with how the
-// request ended: the HTTP status, the chain's attributes when it ran (tr),
-// error.type when it failed, and an error status when the failure is the
+// request ended: the HTTP status, the chain's attributes when it ran (tr;
+// the tokens of this request's calls when it answered, res), error.type when it failed, and an error status when the failure is the
 // proxy's (5xx). A 4xx is the client's (a bad body, an unknown model, a
 // client gone, a rate limit it must wait out): the HTTP conventions leave
 // a server span's status unset then, so that a backend's error rate
 // counts the proxy's failures, not its clients' mistakes.
-func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error) {
+func (s *Server) endSpan(c *gin.Context, status int, res *chain.Result, tr *chain.Trace, err error) {
 	span := trace.SpanFromContext(c.Request.Context())
 	if !span.IsRecording() {
 		return
@@ -75,6 +75,9 @@ func (s *Server) endSpan(c *gin.Context, status int, tr *chain.Trace, err error)
 	span.SetAttributes(attribute.Int("http.response.status_code", status))
 	if tr != nil {
 		u := tr.Usage()
+		if res != nil {
+			u = res.Usage() // this request's calls, for a resumed chain
+		}
 		span.SetAttributes(
 			attribute.String("chain.mode", tr.Mode),
 			attribute.String("chain.status", chaintrace.TraceStatus(tr, err)),

@@ -201,6 +201,11 @@ func (u Usage) Add(v Usage) Usage {
 	return Usage{u.PromptTokens + v.PromptTokens, u.CompletionTokens + v.CompletionTokens, u.TotalTokens + v.TotalTokens}
 }
 
+// Sub is u less v.
+func (u Usage) Sub(v Usage) Usage {
+	return Usage{u.PromptTokens - v.PromptTokens, u.CompletionTokens - v.CompletionTokens, u.TotalTokens - v.TotalTokens}
+}
+
 // Backend is a model endpoint. Chat streams the answer to fn, which returns
 // an error to stop the stream; Chat returns once the answer is complete,
 // failed or ctx is done.

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ollama/ollama/api"
+
+	"chainproxy/internal/fakeollama"
+)
+
+// TestResumedChainUsageCountsEachCallOnce: a chain that pauses for the
+// client's tool and resumes answers each request with the tokens of that
+// request's own calls, on the Chat Completions front (whole and streamed)
+// and the Ollama front, so that a client adding up the usage of its
+// answers (an agent showing its spend) counts every model call once. Every
+// call of the fake uses 100 prompt and 7 answer tokens: the paused answer
+// (OL1's tool call) is one call, the resumed one three (OL1 again, M1, M2).
+func TestResumedChainUsageCountsEachCallOnce(t *testing.T) {
+	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+		toolResult := slices.ContainsFunc(req.Messages, func(m api.Message) bool { return m.Role == "tool" })
+		if req.Model == "o" && len(req.Tools) > 0 && !toolResult {
+			return fakeollama.Reply{ToolCalls: []fakeollama.ToolCall{{ID: "call_w", Name: "get_weather", Args: map[string]any{"city": "Paris"}}}, PromptEvalCount: 100, EvalCount: 7}
+		}
+		return fakeollama.Reply{Content: []string{"Sunny."}, PromptEvalCount: 100, EvalCount: 7}
+	})
+	base := startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: [{node: OL1, max_turns: 2, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
+  simple_node: OL1
+  max_total_turns: 4
+`, fake.URL))
+	const tool = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
+	type usage struct{ prompt, completion int }
+	post := func(t *testing.T, path, body string) []byte {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, out)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		// ask sends the conversation (messages, JSON) and returns the
+		// answer's message (JSON, to send back) and its usage.
+		ask func(t *testing.T, messages string) (json.RawMessage, usage)
+	}{
+		{"chat completions", func(t *testing.T, messages string) (json.RawMessage, usage) {
+			var out struct {
+				Choices []struct{ Message json.RawMessage } `json:"choices"`
+				Usage   struct {
+					PromptTokens     int `json:"prompt_tokens"`
+					CompletionTokens int `json:"completion_tokens"`
+				}
+			}
+			body := post(t, "/v1/chat/completions", `{"model":"chain/reflexive","messages":[`+messages+`],`+tool+`}`)
+			if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 {
+				t.Fatalf("answer %s: %v", body, err)
+			}
+			return out.Choices[0].Message, usage{out.Usage.PromptTokens, out.Usage.CompletionTokens}
+		}},
+		{"chat completions streamed", func(t *testing.T, messages string) (json.RawMessage, usage) {
+			body := post(t, "/v1/chat/completions", `{"model":"chain/reflexive","stream":true,"stream_options":{"include_usage":true},"messages":[`+messages+`],`+tool+`}`)
+			var u usage
+			var content strings.Builder
+			var calls []map[string]any
+			for line := range strings.Lines(string(body)) {
+				data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+				if !ok || data == "[DONE]" {
+					continue
+				}
+				var chunk struct {
+					Choices []struct {
+						Delta struct {
+							Content   string
+							ToolCalls []map[string]any `json:"tool_calls"`
+						}
+					}
+					Usage *struct {
+						PromptTokens     int `json:"prompt_tokens"`
+						CompletionTokens int `json:"completion_tokens"`
+					}
+				}
+				if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+					t.Fatalf("chunk %s: %v", data, err)
+				}
+				if chunk.Usage != nil {
+					u = usage{chunk.Usage.PromptTokens, chunk.Usage.CompletionTokens}
+				}
+				for _, c := range chunk.Choices {
+					content.WriteString(c.Delta.Content)
+					calls = append(calls, c.Delta.ToolCalls...)
+				}
+			}
+			msg := map[string]any{"role": "assistant", "content": content.String()}
+			if len(calls) > 0 {
+				msg["tool_calls"] = calls
+			}
+			b, _ := json.Marshal(msg)
+			return b, u
+		}},
+		{"ollama", func(t *testing.T, messages string) (json.RawMessage, usage) {
+			var out struct {
+				Message         json.RawMessage
+				PromptEvalCount int `json:"prompt_eval_count"`
+				EvalCount       int `json:"eval_count"`
+			}
+			body := post(t, "/api/chat", `{"model":"chain/reflexive","stream":false,"messages":[`+messages+`],`+tool+`}`)
+			if err := json.Unmarshal(body, &out); err != nil {
+				t.Fatalf("answer %s: %v", body, err)
+			}
+			return out.Message, usage{out.PromptEvalCount, out.EvalCount}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := fmt.Sprintf(`{"role":"user","content":"Review this plan against the weather in Paris (%s)."}`, tc.name)
+			paused, first := tc.ask(t, user)
+			var call struct {
+				ToolCalls []struct {
+					ID       string
+					Function struct{ Name string }
+				} `json:"tool_calls"`
+			}
+			if err := json.Unmarshal(paused, &call); err != nil || len(call.ToolCalls) != 1 {
+				t.Fatalf("paused answer's message = %s, want one tool call", paused)
+			}
+			result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, call.ToolCalls[0].ID)
+			if call.ToolCalls[0].ID == "" { // the Ollama front names no call ids
+				result = `{"role":"tool","tool_name":"get_weather","content":"sunny"}`
+			}
+			_, second := tc.ask(t, user+","+string(paused)+","+result)
+			if want := (usage{100, 7}); first != want {
+				t.Errorf("paused answer's usage = %+v, want %+v (OL1's tool call)", first, want)
+			}
+			if want := (usage{300, 21}); second != want {
+				t.Errorf("resumed answer's usage = %+v, want %+v (OL1, M1, M2 after the client's result)", second, want)
+			}
+		})
+	}
+}
