@@ -16,9 +16,10 @@ import (
 
 // TestResumedChainUsageCountsEachCallOnce: a chain that pauses for the
 // client's tool and resumes answers each request with the tokens of that
-// request's own calls, on the Chat Completions front (whole and streamed)
-// and the Ollama front, so that a client adding up the usage of its
-// answers (an agent showing its spend) counts every model call once. Every
+// request's own calls, on every front (Chat Completions whole and
+// streamed, Ollama, Anthropic, Responses), so that a client adding up the
+// usage of its answers (an agent showing its spend) counts every model
+// call once. Every
 // call of the fake uses 100 prompt and 7 answer tokens: the paused answer
 // (OL1's tool call) is one call, the resumed one three (OL1 again, M1, M2).
 func TestResumedChainUsageCountsEachCallOnce(t *testing.T) {
@@ -54,13 +55,35 @@ chain:
 		}
 		return out
 	}
+	// chatStyle runs the pause and the resumption on a front whose
+	// conversation is a list of messages with the tool's result in a
+	// "tool" message; ask sends the messages (JSON) and returns the
+	// answer's message (JSON, to send back) and its usage.
+	chatStyle := func(ask func(t *testing.T, messages string) (json.RawMessage, usage)) func(*testing.T, string) (usage, usage) {
+		return func(t *testing.T, question string) (usage, usage) {
+			user := fmt.Sprintf(`{"role":"user","content":%q}`, question)
+			paused, first := ask(t, user)
+			var call struct {
+				ToolCalls []struct{ ID string } `json:"tool_calls"`
+			}
+			if err := json.Unmarshal(paused, &call); err != nil || len(call.ToolCalls) != 1 {
+				t.Fatalf("paused answer's message = %s, want one tool call", paused)
+			}
+			result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, call.ToolCalls[0].ID)
+			if call.ToolCalls[0].ID == "" { // the Ollama front names no call ids
+				result = `{"role":"tool","tool_name":"get_weather","content":"sunny"}`
+			}
+			_, second := ask(t, user+","+string(paused)+","+result)
+			return first, second
+		}
+	}
 	for _, tc := range []struct {
 		name string
-		// ask sends the conversation (messages, JSON) and returns the
-		// answer's message (JSON, to send back) and its usage.
-		ask func(t *testing.T, messages string) (json.RawMessage, usage)
+		// run asks question, answers the tool call of the paused answer
+		// and returns the usage of both answers.
+		run func(t *testing.T, question string) (first, second usage)
 	}{
-		{"chat completions", func(t *testing.T, messages string) (json.RawMessage, usage) {
+		{"chat completions", chatStyle(func(t *testing.T, messages string) (json.RawMessage, usage) {
 			var out struct {
 				Choices []struct{ Message json.RawMessage } `json:"choices"`
 				Usage   struct {
@@ -73,8 +96,8 @@ chain:
 				t.Fatalf("answer %s: %v", body, err)
 			}
 			return out.Choices[0].Message, usage{out.Usage.PromptTokens, out.Usage.CompletionTokens}
-		}},
-		{"chat completions streamed", func(t *testing.T, messages string) (json.RawMessage, usage) {
+		})},
+		{"chat completions streamed", chatStyle(func(t *testing.T, messages string) (json.RawMessage, usage) {
 			body := post(t, "/v1/chat/completions", `{"model":"chain/reflexive","stream":true,"stream_options":{"include_usage":true},"messages":[`+messages+`],`+tool+`}`)
 			var u usage
 			var content strings.Builder
@@ -113,8 +136,8 @@ chain:
 			}
 			b, _ := json.Marshal(msg)
 			return b, u
-		}},
-		{"ollama", func(t *testing.T, messages string) (json.RawMessage, usage) {
+		})},
+		{"ollama", chatStyle(func(t *testing.T, messages string) (json.RawMessage, usage) {
 			var out struct {
 				Message         json.RawMessage
 				PromptEvalCount int `json:"prompt_eval_count"`
@@ -125,25 +148,74 @@ chain:
 				t.Fatalf("answer %s: %v", body, err)
 			}
 			return out.Message, usage{out.PromptEvalCount, out.EvalCount}
+		})},
+		{"anthropic", func(t *testing.T, question string) (usage, usage) {
+			const tool = `"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]`
+			type answer struct {
+				Content json.RawMessage
+				Usage   struct {
+					InputTokens  int `json:"input_tokens"`
+					OutputTokens int `json:"output_tokens"`
+				}
+			}
+			ask := func(messages string) answer {
+				var out answer
+				body := post(t, "/v1/messages", `{"model":"chain/reflexive","max_tokens":200,"messages":[`+messages+`],`+tool+`}`)
+				if err := json.Unmarshal(body, &out); err != nil {
+					t.Fatalf("answer %s: %v", body, err)
+				}
+				return out
+			}
+			user := fmt.Sprintf(`{"role":"user","content":%q}`, question)
+			paused := ask(user)
+			var blocks []struct{ Type, ID string }
+			if err := json.Unmarshal(paused.Content, &blocks); err != nil || !slices.ContainsFunc(blocks, func(b struct{ Type, ID string }) bool { return b.Type == "tool_use" }) {
+				t.Fatalf("paused answer's content = %s, want a tool_use", paused.Content)
+			}
+			id := blocks[slices.IndexFunc(blocks, func(b struct{ Type, ID string }) bool { return b.Type == "tool_use" })].ID
+			resumed := ask(user + `,{"role":"assistant","content":` + string(paused.Content) + `},` +
+				fmt.Sprintf(`{"role":"user","content":[{"type":"tool_result","tool_use_id":%q,"content":"sunny"}]}`, id))
+			return usage{paused.Usage.InputTokens, paused.Usage.OutputTokens}, usage{resumed.Usage.InputTokens, resumed.Usage.OutputTokens}
+		}},
+		{"responses", func(t *testing.T, question string) (usage, usage) {
+			const tool = `"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]`
+			type answer struct {
+				Output []json.RawMessage
+				Usage  struct {
+					InputTokens  int `json:"input_tokens"`
+					OutputTokens int `json:"output_tokens"`
+				}
+			}
+			ask := func(input string) answer {
+				var out answer
+				body := post(t, "/v1/responses", `{"model":"chain/reflexive","input":[`+input+`],`+tool+`}`)
+				if err := json.Unmarshal(body, &out); err != nil {
+					t.Fatalf("answer %s: %v", body, err)
+				}
+				return out
+			}
+			user := fmt.Sprintf(`{"role":"user","content":%q}`, question)
+			paused := ask(user)
+			var call json.RawMessage
+			var callID string
+			for _, item := range paused.Output {
+				var it struct {
+					Type   string
+					CallID string `json:"call_id"`
+				}
+				if json.Unmarshal(item, &it) == nil && it.Type == "function_call" {
+					call, callID = item, it.CallID
+				}
+			}
+			if call == nil {
+				t.Fatalf("paused answer's output = %s, want a function_call", paused.Output)
+			}
+			resumed := ask(user + "," + string(call) + fmt.Sprintf(`,{"type":"function_call_output","call_id":%q,"output":"sunny"}`, callID))
+			return usage{paused.Usage.InputTokens, paused.Usage.OutputTokens}, usage{resumed.Usage.InputTokens, resumed.Usage.OutputTokens}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			user := fmt.Sprintf(`{"role":"user","content":"Review this plan against the weather in Paris (%s)."}`, tc.name)
-			paused, first := tc.ask(t, user)
-			var call struct {
-				ToolCalls []struct {
-					ID       string
-					Function struct{ Name string }
-				} `json:"tool_calls"`
-			}
-			if err := json.Unmarshal(paused, &call); err != nil || len(call.ToolCalls) != 1 {
-				t.Fatalf("paused answer's message = %s, want one tool call", paused)
-			}
-			result := fmt.Sprintf(`{"role":"tool","tool_call_id":%q,"content":"sunny"}`, call.ToolCalls[0].ID)
-			if call.ToolCalls[0].ID == "" { // the Ollama front names no call ids
-				result = `{"role":"tool","tool_name":"get_weather","content":"sunny"}`
-			}
-			_, second := tc.ask(t, user+","+string(paused)+","+result)
+			first, second := tc.run(t, fmt.Sprintf("Review this plan against the weather in Paris (%s).", tc.name))
 			if want := (usage{100, 7}); first != want {
 				t.Errorf("paused answer's usage = %+v, want %+v (OL1's tool call)", first, want)
 			}
