@@ -1,9 +1,6 @@
 package chain
 
-import (
-	"chainproxy/chain/node"
-	"chainproxy/config"
-)
+import "chainproxy/chain/node"
 
 // warmer is what loads models early (issue 44): for each stage i of the
 // chain, the models of the stages after it (stage), and, once a chain has
@@ -67,9 +64,13 @@ func (e *Engine) preloads(a node.Admitter) warmer {
 		}
 	}
 	simple := e.cfg.Chain.SimpleNode
+	names := []string{simple}
+	for _, s := range stages {
+		names = append(names, s.Node)
+	}
 	var rest []node.Preload
 	seen := map[string]bool{}
-	for _, name := range append([]string{simple}, stageNodes(stages)...) {
+	for _, name := range names {
 		if p, ok := preload(name); ok && !seen[name] {
 			seen[name] = true
 			rest = append(rest, p)
@@ -77,15 +78,6 @@ func (e *Engine) preloads(a node.Admitter) warmer {
 	}
 	if len(rest) > 1 {
 		out.rest = func() { w.Warm(simple, rest) }
-	}
-	return out
-}
-
-// stageNodes are the stages' nodes, in order.
-func stageNodes(stages []config.Stage) []string {
-	out := make([]string, len(stages))
-	for i, s := range stages {
-		out[i] = s.Node
 	}
 	return out
 }
