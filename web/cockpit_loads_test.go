@@ -43,8 +43,14 @@ nodes:
 		t.Fatal(err)
 	}
 	id := resp.Header().Get("X-Chain-Trace-Id")
-	if n := len(ol.Loads()); n != 2 {
-		t.Fatalf("fake Ollama loaded %d models, want 2 (small, then big)", n)
+	// small, then big; then small again may have begun, the chain's end
+	// loading what the next request calls first (OL1's, simple_node).
+	var loads []string
+	for _, l := range ol.Loads() {
+		loads = append(loads, l.Model)
+	}
+	if got := strings.Join(loads, " "); got != "small big" && got != "small big small" {
+		t.Fatalf("fake Ollama loaded %q, want small, big (and small again after the chain)", loads)
 	}
 
 	p := openPage(t, newBrowser(t, chromium), demo.url)
