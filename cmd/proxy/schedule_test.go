@@ -516,13 +516,14 @@ nodes:
   - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
 chain:
   stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
-  simple_node: OL1
+  simple_node: M2
   max_total_turns: 3
 tools:
   root: ""
 `, "http://"+addr))
 	// Three chains show the server holding o and m2 at once, and leave
-	// m1 evicted, fitting beside o.
+	// m1 evicted, fitting beside o (simple_node M2: a chain's end keeps
+	// m2, TestChainEndLoadsWhatComesFirst).
 	for _, q := range []string{"First", "Second", "Third"} {
 		postChain(t, base, q+": review this plan.")
 	}
