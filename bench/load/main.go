@@ -16,12 +16,13 @@
 // Asked with -chains, it runs instead the scenario of issue 44: the proxy
 // in front of a simulated one-GPU Ollama (internal/fakeollama's scheduler)
 // whose three models do not fit together, reflexive chains one at a time
-// and eight arriving a second apart, with the proxy's load scheduling off
-// and then on, and reports the chains' times and the model loads.
+// (back to back, then with a user's reading pause before each) and eight
+// arriving a second apart, with the proxy's load scheduling off and then
+// on, and reports the chains' times and the model loads.
 //
 //	go run ./bench/load                    # everything, about 3 minutes
 //	go run ./bench/load -profile /tmp/prof # also CPU profiles of the proxy (relay, simple) and the bare proxy
-//	go run ./bench/load -chains            # the chain scenario alone, about 40 seconds
+//	go run ./bench/load -chains -chains-scale 0.2 # the chain scenario alone, about 4 minutes
 //
 // The same binary plays every part: -role upstream and -role bare start the
 // mock upstream and the bare proxy; the default role orchestrates. All
