@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -42,19 +40,7 @@ chain:
 `, fake.URL))
 	const tool = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
 	type usage struct{ prompt, completion int }
-	post := func(t *testing.T, path, body string) []byte {
-		t.Helper()
-		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, out)
-		}
-		return out
-	}
+	post := func(t *testing.T, path, body string) []byte { return postOK(t, base+path, body) }
 	// chatStyle runs the pause and the resumption on a front whose
 	// conversation is a list of messages with the tool's result in a
 	// "tool" message; ask sends the messages (JSON) and returns the

@@ -37,6 +37,53 @@ func postChain(t *testing.T, base, question string) {
 	}
 }
 
+// m1Load is how long the one-GPU fake of oneGPU takes to load m1.
+const m1Load = 300 * time.Millisecond
+
+// oneGPU starts a fake Ollama answering with script whose memory holds o
+// beside m1 or m2, not m1 beside m2 (m1 loads in m1Load), and the proxy
+// wired over it: OL1 on o (keep_loaded), M1 on m1, M2 on m2, the chain's
+// stages as given (YAML flow), simple_node simple, and as many turns in
+// all as the stages allow.
+func oneGPU(t *testing.T, script func(int, *api.ChatRequest) fakeollama.Reply, stages, simple string, turns int) (*fakeollama.Server, string) {
+	t.Helper()
+	fake := fakeollama.NewFunc(t, script)
+	fake.SetMemory(fakeollama.Memory{
+		Budget:    12e9,
+		Bandwidth: 10e9 / m1Load.Seconds(),
+		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
+	})
+	return fake, startWired(t, fmt.Sprintf(`
+nodes:
+  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
+  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
+  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
+chain:
+  stages: %[2]s
+  simple_node: %[3]s
+  max_total_turns: %[4]d
+`, fake.URL, stages, simple, turns))
+}
+
+// oneTurnEach is the chain of oneGPU with one turn a stage.
+const oneTurnEach = "[{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]"
+
+// postOK posts the JSON body to url and returns the answer, failing the
+// test unless it is a 200.
+func postOK(t *testing.T, url, body string) []byte {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %d %s", url, resp.StatusCode, out)
+	}
+	return out
+}
+
 // Chains that arrive together on one GPU holding one model at a time run
 // their first stages on the loaded model before the switch to the second
 // (issue 44): two loads, where first-come order reloads at every call.
@@ -97,28 +144,13 @@ func waitLoads(t *testing.T, fake *fakeollama.Server, want ...string) {
 // Ollama to keep its model for good (keep_alive -1).
 func TestLaterStageLoadsEarly(t *testing.T) {
 	const firstStage = time.Second // OL1's answer takes at least this long
-	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+	// o and m1 fit together, m1 and m2 do not: every chain reloads m1.
+	fake, base := oneGPU(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
 		if req.Model == "o" {
 			return fakeollama.Reply{Content: []string{"Raw findings."}, Delay: firstStage}
 		}
 		return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
-	})
-	// o and m1 fit together, m1 and m2 do not: every chain reloads m1.
-	fake.SetMemory(fakeollama.Memory{
-		Budget:    12e9,
-		Bandwidth: 10e9 / 0.3, // m1 loads in 0.3 s
-		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
-	})
-	base := startWired(t, fmt.Sprintf(`
-nodes:
-  - {name: OL1, provider: ollama, base_url: %q, model: o, keep_loaded: true}
-  - {name: M1, provider: ollama, base_url: %q, model: m1}
-  - {name: M2, provider: ollama, base_url: %q, model: m2}
-chain:
-  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
-  simple_node: M2
-  max_total_turns: 3
-`, fake.URL, fake.URL, fake.URL))
+	}, oneTurnEach, "M2", 3)
 	// simple_node M2 keeps m2 loaded once the first chain ends (a chain's
 	// end loads m1 again for the next one with simple_node OL1:
 	// TestChainEndLoadsWhatComesFirst).
@@ -163,26 +195,10 @@ func TestChainEndLoadsWhatComesFirst(t *testing.T) {
 		{simple: "M2", rest: "", loads: []string{"m1", "m2"}},
 	} {
 		t.Run("simple_node "+tc.simple, func(t *testing.T) {
-			fake := fakeollama.NewFunc(t, func(int, *api.ChatRequest) fakeollama.Reply {
-				return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
-			})
 			// o and m1 fit together, m1 and m2 do not.
-			const load = 300 * time.Millisecond // m1's
-			fake.SetMemory(fakeollama.Memory{
-				Budget:    12e9,
-				Bandwidth: 10e9 / load.Seconds(),
-				Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
-			})
-			base := startWired(t, fmt.Sprintf(`
-nodes:
-  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
-  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
-  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
-chain:
-  stages: [{node: OL1, max_turns: 1}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
-  simple_node: %[2]s
-  max_total_turns: 3
-`, fake.URL, tc.simple))
+			fake, base := oneGPU(t, func(int, *api.ChatRequest) fakeollama.Reply {
+				return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
+			}, oneTurnEach, tc.simple, 3)
 			rest := []string{}
 			if tc.rest != "" {
 				rest = append(rest, tc.rest)
@@ -191,14 +207,14 @@ chain:
 			// From a cold server: o, m1, m2, then what the end loads. The
 			// user reads the answer for longer than a load takes.
 			want := append([]string{"o", "m1", "m2"}, rest...)
-			time.Sleep(3 * load)
+			time.Sleep(3 * m1Load)
 			waitLoads(t, fake, want...) // by the first chain and after it
 			calls := len(fake.Requests())
 			postChain(t, base, "Second: review this plan.")
 			waitLoads(t, fake, append(append(want, tc.loads...), rest...)...) // by the second chain and after it
 			waited := fake.LoadDurations()[calls:]
 			for i, req := range fake.Requests()[calls:] {
-				if loaded := !slices.Contains(tc.loads, req.Model); loaded && waited[i] >= load/2 {
+				if loaded := !slices.Contains(tc.loads, req.Model); loaded && waited[i] >= m1Load/2 {
 					t.Errorf("second chain's call of %s waited %v for its model, want it loaded", req.Model, waited[i])
 				}
 			}
@@ -555,7 +571,8 @@ tools:
 // the model it had loaded early (m1, which does not fit beside m2).
 func TestResumedChainLoadsLaterStagesEarly(t *testing.T) {
 	const resumedTurn = time.Second // OL1's turn after the tool result
-	fake := fakeollama.NewFunc(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
+	// o and m1 fit together, m1 and m2 do not.
+	fake, base := oneGPU(t, func(_ int, req *api.ChatRequest) fakeollama.Reply {
 		toolResult := slices.ContainsFunc(req.Messages, func(m api.Message) bool { return m.Role == "tool" })
 		switch {
 		case req.Model == "o" && len(req.Tools) > 0 && !toolResult:
@@ -564,38 +581,12 @@ func TestResumedChainLoadsLaterStagesEarly(t *testing.T) {
 			return fakeollama.Reply{Content: []string{"Raw findings."}, Delay: resumedTurn}
 		}
 		return fakeollama.Reply{Content: []string{"An answer."}, Delay: 10 * time.Millisecond}
-	})
-	// o and m1 fit together, m1 and m2 do not.
-	fake.SetMemory(fakeollama.Memory{
-		Budget:    12e9,
-		Bandwidth: 10e9 / 0.3, // m1 loads in 0.3 s
-		Sizes:     map[string]int64{"o": 1e9, "m1": 10e9, "m2": 6e9},
-	})
-	base := startWired(t, fmt.Sprintf(`
-nodes:
-  - {name: OL1, provider: ollama, base_url: %[1]q, model: o, keep_loaded: true}
-  - {name: M1, provider: ollama, base_url: %[1]q, model: m1}
-  - {name: M2, provider: ollama, base_url: %[1]q, model: m2}
-chain:
-  stages: [{node: OL1, max_turns: 2, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]
-  simple_node: M2
-  max_total_turns: 4
-`, fake.URL))
+	}, "[{node: OL1, max_turns: 2, tools: true}, {node: M1, max_turns: 1}, {node: M2, max_turns: 1}]", "M2", 4)
 	postChain(t, base, "First: review this plan.") // the scheduling learns the server's memory
 	post := func(model, messages string) []byte {
 		t.Helper()
 		tool := `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]`
-		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":`+strconv.Quote(model)+`,"messages":[`+messages+`],`+tool+`}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d %s", model, resp.StatusCode, body)
-		}
-		return body
+		return postOK(t, base+"/v1/chat/completions", `{"model":`+strconv.Quote(model)+`,"messages":[`+messages+`],`+tool+`}`)
 	}
 	user := `{"role":"user","content":"Review this plan against the weather in Paris."}`
 	var paused struct {
