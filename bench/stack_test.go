@@ -45,7 +45,7 @@ func TestStackBudget(t *testing.T) {
 		return
 	}
 	up := relayUpstream(t)
-	p := &stackProbe{h: relayProxyLog(t, up.URL, redact.Redactor{}.Handler(slog.NewTextHandler(io.Discard, nil)))}
+	p := &stackProbe{h: relayProxyLog(t, up.URL, redact.Redactor{}.Handler(slog.NewTextHandler(io.Discard, nil))), moved: make(chan bool, 1)}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	// A connection, and so a handler goroutine, per request.
@@ -66,7 +66,6 @@ func TestStackBudget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			run := func(extra int) bool {
 				p.extra.Store(int64(extra))
-				p.moved.Store(false)
 				resp, err := client.Post(srv.URL+tt.path, "application/json", strings.NewReader(tt.body))
 				if err != nil {
 					t.Fatal(err)
@@ -76,7 +75,9 @@ func TestStackBudget(t *testing.T) {
 				if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "word19") {
 					t.Fatalf("status %d, answer %.300s", resp.StatusCode, body)
 				}
-				return !p.moved.Load()
+				// The handler goes on after the answer (the stored trace,
+				// the log line): its own report, not an earlier request's.
+				return !<-p.moved
 			}
 			// The first request of a kind compiles goccy/go-json's codecs
 			// for its types, once per process: not what every request
@@ -101,13 +102,14 @@ func TestStackBudget(t *testing.T) {
 }
 
 // stackProbe runs each request on a handler goroutine whose stack is 16
-// KiB, under extra frames of about 300 bytes, and records whether the
-// stack had to move: its frames are copied to a larger stack only when
-// the request needs more than it has (the collector, off, shrinks none).
+// KiB, under extra frames of about 300 bytes, and reports on moved, once
+// the handler has returned, whether the stack had to move: its frames are
+// copied to a larger stack only when the request needs more than it has
+// (the collector, off, shrinks none). Requests go one at a time.
 type stackProbe struct {
 	h     http.Handler
 	extra atomic.Int64
-	moved atomic.Bool
+	moved chan bool
 }
 
 func (p *stackProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -119,9 +121,7 @@ func (p *stackProbe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		p.h.ServeHTTP(w, r)
 	}
-	if uintptr(unsafe.Pointer(&mark)) != before {
-		p.moved.Store(true)
-	}
+	p.moved <- uintptr(unsafe.Pointer(&mark)) != before
 }
 
 // sink keeps the padding of growStack's and under's frames.
